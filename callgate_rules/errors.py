@@ -1,0 +1,166 @@
+"""The closed taxonomy shared by code, YAML and logs: error classes, routes, exceptions.
+
+Read it top to bottom like ``httpx/_exceptions.py``: outcome vocabulary first, then the
+exceptions a host's executor raises (grouped by *when* they happen: before sending or
+after), then the exceptions callgate itself raises for bad configuration or storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ErrorClass(StrEnum):
+    """Why a proposed call did not simply succeed (SPEC §4)."""
+
+    MALFORMED = "malformed"  # not one parseable call
+    UNKNOWN_TOOL = "unknown_tool"  # tool not on the allowlist
+    UNEXPECTED_ARGUMENT = "unexpected_argument"  # a field the contract does not declare
+    INVALID_ARGUMENT = "invalid_argument"  # wrong type, bound, format or date
+    NOT_FOUND = "not_found"  # a referenced record does not exist
+    AMBIGUOUS = "ambiguous"  # a reference matches several records
+    FORBIDDEN = "forbidden"  # correct form, but not the actor's record or right
+    CONFLICT = "conflict"  # the record's state forbids the action
+    CONFIRMATION_REQUIRED = "confirmation_required"  # a human must approve this write
+    TRANSIENT = "transient"  # rate limit or unavailability *before sending*
+    UNKNOWN_OUTCOME = "unknown_outcome"  # timeout or broken connection *after sending*
+    DUPLICATE = "duplicate"  # a receipt for this operation already exists
+    PERMANENT = "permanent"  # the destination refused for good
+    RECONCILE_FAILED = "reconcile_failed"  # reconciliation found a mismatch or cannot decide
+    BUDGET_EXHAUSTED = "budget_exhausted"  # a per-call, per-tool or per-run limit is reached
+
+
+class Route(StrEnum):
+    """What the host does next (SPEC §4, "Routes")."""
+
+    EXECUTE = "execute"  # all checks passed
+    AWAIT_CONFIRMATION = "await_confirmation"  # checks passed, a human must confirm first
+    RETURN_RESULT = "return_result"  # executed and verified
+    RETURN_RECEIPT = "return_receipt"  # an earlier result, no new write
+    RETRY = "retry"  # transport retry after backoff
+    RECONCILE = "reconcile"  # read the destination's state by operation ID
+    REGENERATE = "regenerate"  # one bounded corrected call from the model
+    REPLAN = "replan"  # the call was wrong, not unlucky: choose another step
+    CLARIFY = "clarify"  # ask the user
+    REFUSE = "refuse"  # stop and explain
+    REVIEW = "review"  # hand over to a person
+
+
+# Routes that end a proposal without a write; they never loop on their own.
+TERMINAL_ROUTES = frozenset(
+    {Route.RETURN_RESULT, Route.RETURN_RECEIPT, Route.REFUSE, Route.REVIEW, Route.CLARIFY,
+     Route.REPLAN, Route.AWAIT_CONFIRMATION}
+)
+
+
+class CallgateError(Exception):
+    """Base class of every exception callgate raises on purpose."""
+
+
+# Configuration: the YAML documents could not be loaded or compiled ------------------------
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a source file, 1-based, as people and editors count."""
+
+    path: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.path}:{self.line}:{self.column}"
+        return self.path
+
+
+class ConfigError(CallgateError):
+    """The documents have errors; ``findings`` lists each with its file, line and field."""
+
+    def __init__(self, findings: list[object]) -> None:
+        self.findings = findings
+        super().__init__("\n".join(str(f) for f in findings))
+
+
+class InputError(CallgateError):
+    """A file a person handed to the CLI (a call, an actor, a world) cannot be read."""
+
+
+# Exceptions a host's executor raises ---------------------------------------------------------
+#
+# The line that matters most: did the request leave us? Before sending, a retry is safe.
+# After sending, the outcome is unknown and only reconciliation may decide.
+
+
+class ToolError(CallgateError):
+    """Base class for failures an executor reports to the gate."""
+
+    error_class: ErrorClass = ErrorClass.PERMANENT
+
+
+class BeforeSending(ToolError):
+    """The request never reached the destination; nothing can have happened there."""
+
+    error_class = ErrorClass.TRANSIENT
+
+
+class Unavailable(BeforeSending):
+    """The destination could not be reached (connect refused, DNS, circuit open)."""
+
+
+class RateLimited(BeforeSending):
+    """The destination asked us to slow down before accepting the request."""
+
+    def __init__(self, message: str = "rate limited", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AfterSending(ToolError):
+    """The request was sent and the answer was lost: it may or may not have been applied."""
+
+    error_class = ErrorClass.UNKNOWN_OUTCOME
+
+
+class OutcomeTimeout(AfterSending):
+    """No answer arrived within the deadline after the request was sent."""
+
+
+class ConnectionLost(AfterSending):
+    """The connection broke after the request was sent."""
+
+
+class Refused(ToolError):
+    """The destination answered and refused for good (validation, policy, quota)."""
+
+    error_class = ErrorClass.PERMANENT
+
+
+class StateConflict(ToolError):
+    """The destination answered that the record's state forbids the action."""
+
+    error_class = ErrorClass.CONFLICT
+
+
+# Storage ------------------------------------------------------------------------------------
+
+
+class StoreError(CallgateError):
+    """The receipt store failed or is misconfigured."""
+
+
+class StoreConfigError(StoreError):
+    """The receipt store cannot be opened (bad URL, server down, missing privileges)."""
+
+
+class OperationIdReused(StoreError):
+    """An operation ID already names a call with different arguments."""
+
+
+class LeaseLost(StoreError):
+    """This worker no longer holds the claim it tries to complete (its lease expired)."""
+
+
+class ConfirmationError(CallgateError):
+    """A confirmation token is invalid, expired, tampered with or already used."""

@@ -1,0 +1,203 @@
+"""The receipt store contract: one record per operation ID, atomic claims with leases.
+
+Every implementation (in-memory, SQLite, PostgreSQL) keeps exactly these guarantees; the
+contract test suite in ``tests/store/`` runs each of them against every one.
+
+The state machine of a receipt::
+
+    (none) --claim--> claimed --finish--> succeeded | failed | outcome_unknown
+    (none) --hold_for_confirmation--> awaiting_confirmation --claim_confirmed--> claimed
+    claimed (lease expired) --claim--> claimed, outcome RECONCILE (the taker must reconcile)
+    outcome_unknown --claim--> claimed, outcome RECONCILE
+    failed (error_class transient) --claim--> claimed, outcome RETRY (nothing was sent before)
+    any --open_review--> in_review --resolve_review--> succeeded | failed
+
+Time always comes from the caller (``now``), never from the store's own clock, so a
+test clock or a host clock decides lease expiry the same way for every implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class ReceiptState(StrEnum):
+    CLAIMED = "claimed"  # a worker holds the lease and is executing
+    SUCCEEDED = "succeeded"  # the destination applied the write; result is its original answer
+    FAILED = "failed"  # the write did not happen (error_class says why)
+    OUTCOME_UNKNOWN = "outcome_unknown"  # sent, answer lost: must be reconciled before anything
+    AWAITING_CONFIRMATION = "awaiting_confirmation"  # a person must confirm before execution
+    IN_REVIEW = "in_review"  # handed over to a person
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"  # new record: the caller holds the lease and may execute
+    RETRY = "retry"  # last attempt failed before sending: the caller holds the lease, may execute
+    RECONCILE = "reconcile"  # an earlier holder died or lost the answer: reconcile, never re-send
+    BUSY = "busy"  # another worker holds a live lease
+    EXISTING = "existing"  # a terminal or waiting receipt: the caller must not execute
+
+
+class ReviewStatus(StrEnum):
+    OPEN = "open"
+    TAKEN = "taken"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True)
+class NewOperation:
+    """What the gate knows about a write before it is claimed."""
+
+    operation_id: str
+    request_id: str
+    tool: str
+    contract_version: str
+    args_hash: str
+    arguments: Mapping[str, Any]
+    actor: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Receipt:
+    operation_id: str
+    state: ReceiptState
+    request_id: str
+    tool: str
+    contract_version: str
+    args_hash: str
+    arguments: Mapping[str, Any]
+    actor: Mapping[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    result: Any = None  # the destination's original answer, kept apart from any retelling
+    error_class: str | None = None
+    detail: str | None = None
+    confirmed_by: str | None = None
+    confirmed_at: datetime | None = None
+    confirmation_expires_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    attempts: int = 0  # how many times a worker took the lease to execute or reconcile
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: ClaimOutcome
+    receipt: Receipt
+
+    @property
+    def may_execute(self) -> bool:
+        return self.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RETRY)
+
+
+@dataclass(frozen=True)
+class NewReviewItem:
+    tool: str
+    reason: str  # the error class that sent it here
+    summary: str  # one line for the person who picks it up
+    operation_id: str | None = None
+    payload: Mapping[str, Any] = field(default_factory=dict)  # the masked decision log record
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    review_id: str
+    tool: str
+    reason: str
+    summary: str
+    operation_id: str | None
+    payload: Mapping[str, Any]
+    status: ReviewStatus
+    created_at: datetime
+    taken_by: str | None = None
+    taken_at: datetime | None = None
+    resolution: str | None = None  # "succeeded" or "failed"
+    note: str | None = None
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+
+
+class ReceiptStore(Protocol):
+    """Storage for receipts, claims and the review queue. All methods are atomic."""
+
+    url: str  # where it lives, without any password
+
+    def claim(
+        self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
+    ) -> Claim:
+        """Claim ``op.operation_id`` for ``worker`` until ``now + lease``.
+
+        Raises ``OperationIdReused`` when the ID exists with another ``args_hash``.
+        """
+        ...
+
+    def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
+        """Extend the lease ``worker`` holds; raises ``LeaseLost`` if it no longer does."""
+        ...
+
+    def finish(
+        self,
+        operation_id: str,
+        *,
+        worker: str,
+        state: ReceiptState,
+        now: datetime,
+        result: Any = None,
+        error_class: str | None = None,
+        detail: str | None = None,
+    ) -> Receipt:
+        """Record the outcome and release the lease; raises ``LeaseLost`` if not the holder."""
+        ...
+
+    def hold_for_confirmation(
+        self, op: NewOperation, *, expires_at: datetime, now: datetime
+    ) -> Receipt:
+        """Create an ``awaiting_confirmation`` receipt, or return the existing one.
+
+        Raises ``OperationIdReused`` when the ID exists with another ``args_hash``.
+        """
+        ...
+
+    def claim_confirmed(
+        self,
+        operation_id: str,
+        *,
+        confirmed_by: str,
+        worker: str,
+        lease: timedelta,
+        now: datetime,
+    ) -> Claim:
+        """Move ``awaiting_confirmation`` to ``claimed`` (outcome CLAIMED), recording who
+        confirmed and when. A receipt in any other state is returned unchanged with outcome
+        EXISTING (or BUSY), so a replayed confirmation can never execute twice."""
+        ...
+
+    def get(self, operation_id: str) -> Receipt | None: ...
+
+    def open_review(self, item: NewReviewItem, *, now: datetime) -> ReviewItem:
+        """Queue an item for a person; its receipt, if any, moves to ``in_review``."""
+        ...
+
+    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]: ...
+
+    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
+        """Give the oldest open item to ``reviewer``; two reviewers never get the same one."""
+        ...
+
+    def resolve_review(
+        self, review_id: str, *, resolution: str, note: str, by: str, now: datetime
+    ) -> ReviewItem:
+        """Close an item as ``succeeded`` or ``failed``; its receipt takes that state."""
+        ...
+
+    def purge(self, *, older_than: datetime) -> int:
+        """Delete finished receipts (succeeded, failed) and resolved review items last
+        updated before ``older_than``; return how many rows went. Claims, unknown outcomes,
+        pending confirmations and open reviews are never purged."""
+        ...
+
+    def close(self) -> None: ...
