@@ -104,8 +104,17 @@ def _compile_fast(tree: Tree) -> Callable[[Mapping[str, Any]], Any] | None:
 # The cel-python fallback ---------------------------------------------------------------------
 
 
+# Functions callgate adds to standard CEL (both backends must provide them).
+EXTENSION_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "lowerAscii": lambda s: celtypes.StringType(
+        "".join(c.lower() if c.isascii() else c for c in s)),
+    "upperAscii": lambda s: celtypes.StringType(
+        "".join(c.upper() if c.isascii() else c for c in s)),
+}
+
+
 def _interpreted(tree: Tree) -> Callable[[Mapping[str, Any]], Any]:
-    program = _environment.program(tree)
+    program = _environment.program(tree, functions=dict(EXTENSION_FUNCTIONS))
 
     def evaluate(variables: Mapping[str, Any]) -> Any:
         activation = {name: to_cel(value) for name, value in variables.items()}
@@ -124,9 +133,9 @@ def _interpreted(tree: Tree) -> Callable[[Mapping[str, Any]], Any]:
 
 def _eval_message(error: BaseException) -> str:
     args = getattr(error, "args", ())
-    if args and isinstance(args[0], str):
-        return args[0]
-    return str(error)
+    text = args[0] if args and isinstance(args[0], str) else str(error)
+    # cel-python appends a dump of the whole activation; a person needs the first clause.
+    return text.split(" (in activation", 1)[0].splitlines()[0][:300]
 
 
 def to_cel(value: Any) -> Any:

@@ -1,0 +1,77 @@
+"""Receipt stores: where callgate remembers every write it let through, exactly once.
+
+``open_store(url)`` picks the implementation from a URL; the classes can also be built
+directly. The PostgreSQL store needs the optional ``postgres`` extra, imported only when used.
+"""
+
+from __future__ import annotations
+
+from callgate_rules.errors import StoreConfigError
+from callgate_rules.store.base import (
+    Claim,
+    ClaimOutcome,
+    NewOperation,
+    NewReviewItem,
+    Receipt,
+    ReceiptState,
+    ReceiptStore,
+    ReviewItem,
+    ReviewStatus,
+)
+from callgate_rules.store.memory import MemoryStore
+from callgate_rules.store.postgres import PostgresStore, redact_url
+from callgate_rules.store.sqlite import SqliteStore
+
+__all__ = [
+    "Claim",
+    "ClaimOutcome",
+    "MemoryStore",
+    "NewOperation",
+    "NewReviewItem",
+    "PostgresStore",
+    "Receipt",
+    "ReceiptState",
+    "ReceiptStore",
+    "ReviewItem",
+    "ReviewStatus",
+    "SqliteStore",
+    "open_store",
+    "redact_url",
+]
+
+ACCEPTED_FORMS = (
+    "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+    "a file path ending in .db, .sqlite or .sqlite3, or postgresql://user@host:port/database"
+)
+SQLITE_PREFIX = "sqlite:///"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def open_store(url: str) -> ReceiptStore:
+    """Open the receipt store ``url`` names.
+
+    - ``memory:`` — in this process only, gone when it ends;
+    - ``sqlite:///path`` — an SQLite file, path relative to the working directory (four
+      slashes for an absolute path, as SQLAlchemy spells it); a bare path ending in ``.db``,
+      ``.sqlite`` or ``.sqlite3`` works too;
+    - ``postgresql://...`` or ``postgres://...`` — a PostgreSQL database (libpq URL).
+
+    Raises ``StoreConfigError`` with a one-line message for any other form, or when the
+    store cannot be opened.
+    """
+    if url in ("memory:", "memory://"):
+        return MemoryStore()
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url)
+    if url.startswith(SQLITE_PREFIX):
+        path = url.removeprefix(SQLITE_PREFIX)
+        if path in ("", ":memory:"):
+            raise StoreConfigError(
+                f"receipt store {url!r} names no file; use memory: for a store in this process"
+            )
+        return SqliteStore(path)
+    if "://" not in url and url.lower().endswith(SQLITE_SUFFIXES):
+        return SqliteStore(url)
+    raise StoreConfigError(
+        f"unsupported receipt store URL {redact_url(url)!r}: use {ACCEPTED_FORMS}"
+    )

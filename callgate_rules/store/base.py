@@ -18,11 +18,14 @@ test clock or a host clock decides lease expiry the same way for every implement
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
+
+from callgate_rules.errors import ErrorClass
 
 
 class ReceiptState(StrEnum):
@@ -201,3 +204,91 @@ class ReceiptStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# Rules every implementation shares ----------------------------------------------------------
+#
+# Each store locks the row (a mutex, ``BEGIN IMMEDIATE`` or ``SELECT ... FOR UPDATE``) and then
+# decides with these functions, so the state machine above is written down exactly once.
+
+FINISHED_STATES = frozenset({ReceiptState.SUCCEEDED, ReceiptState.FAILED})
+OUTCOME_STATES = frozenset(
+    {ReceiptState.SUCCEEDED, ReceiptState.FAILED, ReceiptState.OUTCOME_UNKNOWN}
+)
+RESOLUTIONS = frozenset({ReceiptState.SUCCEEDED.value, ReceiptState.FAILED.value})
+
+
+def claim_outcome(receipt: Receipt, *, now: datetime) -> ClaimOutcome:
+    """What ``claim`` yields on an existing receipt with the same ``args_hash``.
+
+    RETRY and RECONCILE mean the claimer takes the lease over (and ``attempts`` grows); BUSY
+    and EXISTING leave the receipt as it is.
+    """
+    if receipt.state is ReceiptState.CLAIMED:
+        if receipt.lease_expires_at is not None and receipt.lease_expires_at > now:
+            return ClaimOutcome.BUSY
+        return ClaimOutcome.RECONCILE
+    if receipt.state is ReceiptState.OUTCOME_UNKNOWN:
+        return ClaimOutcome.RECONCILE
+    if receipt.state is ReceiptState.FAILED and receipt.error_class == ErrorClass.TRANSIENT:
+        return ClaimOutcome.RETRY
+    return ClaimOutcome.EXISTING
+
+
+def replayed_confirmation_outcome(receipt: Receipt, *, now: datetime) -> ClaimOutcome:
+    """What ``claim_confirmed`` yields on a receipt no longer awaiting confirmation."""
+    if claim_outcome(receipt, now=now) is ClaimOutcome.BUSY:
+        return ClaimOutcome.BUSY
+    return ClaimOutcome.EXISTING
+
+
+def holds_lease(receipt: Receipt, worker: str) -> bool:
+    """A lease belongs to its worker until another claim takes it over.
+
+    Expiry only makes a lease *takeable*: a worker that finishes late, before anyone took
+    over, records a true outcome and collides with no one. A takeover changes the owner, so
+    from then on the old worker is fenced off (``renew`` and ``finish`` raise ``LeaseLost``).
+    """
+    return receipt.state is ReceiptState.CLAIMED and receipt.lease_owner == worker
+
+
+def resolved_error_class(resolution: str, reason: str) -> str | None:
+    """The error class a receipt keeps once a person resolved its review item.
+
+    A failure keeps the reason that sent it to review, so a later claim follows the state
+    machine: only a ``transient`` reason (nothing was sent) allows a retry.
+    """
+    return None if resolution == ReceiptState.SUCCEEDED.value else reason
+
+
+def check_outcome_state(state: ReceiptState) -> None:
+    if state not in OUTCOME_STATES:
+        raise ValueError(f"finish records succeeded, failed or outcome_unknown, not {state}")
+
+
+def check_resolution(resolution: str) -> None:
+    if resolution not in RESOLUTIONS:
+        raise ValueError(f"a review resolves as 'succeeded' or 'failed', not {resolution!r}")
+
+
+def operation_id_reused_message(existing: Receipt, op: NewOperation) -> str:
+    return (
+        f"operation ID {op.operation_id!r} already names a {existing.tool} call with other "
+        f"arguments (args_hash {existing.args_hash}, not {op.args_hash})"
+    )
+
+
+def lease_lost_message(operation_id: str, worker: str) -> str:
+    return f"worker {worker!r} no longer holds the claim on operation {operation_id!r}"
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive datetime is refused because its zone would be a guess."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"a timezone-aware datetime is required, got naive {moment.isoformat()}")
+    return moment.astimezone(UTC)
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per JSON value, so equal arguments and results are stored byte for byte."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,148 @@
+"""Step 4 — AUTHORIZE: the actor from the runtime, rights as CEL, default deny, deny wins.
+
+The actor is whatever the host passes to the gate, never a value from the model's
+arguments. A denial tells the model nothing about the record: when the deciding rules read
+a looked-up record, the agent message is the same one the model gets for a record that does
+not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema.exceptions import best_match
+
+from .cel import CelEvaluationError
+from .decision import ShadowVerdict, TraceEntry
+from .documents import AccessPolicies, AccessRule, Contract, Lookup, Mode, OnError
+from .errors import ErrorClass
+from .outcome import Rejection
+from .validate import NOT_FOUND_USER_MESSAGE, MaySee, not_found_message
+
+
+@dataclass(frozen=True)
+class Permit:
+    rule: str  # the deciding allow rule
+
+
+def check_actor(policies: AccessPolicies, actor: Mapping[str, Any]) -> None:
+    """The host's actor must match the declared actor schema: a bad actor is never trusted."""
+    if policies.actor_validator is None:
+        return
+    error = best_match(policies.actor_validator.iter_errors(actor))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "actor"
+        raise Rejection(
+            ErrorClass.FORBIDDEN,
+            f"the actor passed by the host does not match the declared actor schema: "
+            f"{where}: {error.message}",
+            rule="actor-schema",
+        )
+
+
+def authorize(
+    policies: AccessPolicies,
+    contract: Contract,
+    variables: Mapping[str, Any],
+    trace: list[TraceEntry],
+    shadow: list[ShadowVerdict],
+) -> Permit:
+    rules = policies.rules_for(contract.name)
+    denies = [r for r in rules if r.effect == "deny"]
+    allows = [r for r in rules if r.effect == "allow"]
+    for rule in denies:
+        if _matches(rule, variables, trace, shadow):
+            raise _denied(contract, rule, [rule], variables)
+    for rule in allows:
+        if _matches(rule, variables, trace, shadow):
+            return Permit(rule.qualified_name)
+    trace.append(TraceEntry("authorize", "default", "deny", "no allow rule matched"))
+    raise _denied(contract, None, allows, variables)
+
+
+def may_see(
+    policies: AccessPolicies, contract: Contract, variables: Mapping[str, Any]
+) -> MaySee:
+    """A filter for the candidates of a look-up with several matches: would the policy let
+    the actor act on this record? Only rules that can be evaluated with what is known so far
+    (no look-up still to come) take part."""
+    rules = policies.rules_for(contract.name)
+
+    def visible(lookup: Lookup, record: Mapping[str, Any]) -> bool:
+        probe = {**variables, lookup.name: record}
+        relevant = [
+            r for r in rules
+            if lookup.name in r.when.variables and r.when.variables <= probe.keys()
+        ]
+        if not relevant:
+            return True
+        scratch: list[TraceEntry] = []
+        shadow: list[ShadowVerdict] = []
+        if any(_matches(r, probe, scratch, shadow) for r in relevant if r.effect == "deny"):
+            return False
+        allows = [r for r in relevant if r.effect == "allow"]
+        return not allows or any(_matches(r, probe, scratch, shadow) for r in allows)
+
+    return visible
+
+
+def _matches(
+    rule: AccessRule,
+    variables: Mapping[str, Any],
+    trace: list[TraceEntry],
+    shadow: list[ShadowVerdict],
+) -> bool:
+    try:
+        value = rule.when(variables)
+        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
+    except CelEvaluationError as failure:
+        value, error = None, str(failure)
+    if error is not None:
+        # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
+        matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
+        trace.append(TraceEntry("authorize", rule.qualified_name, "error",
+                                f"{error}; counts as {'match' if matched else 'no match'}"))
+    else:
+        matched = value is True
+        trace.append(TraceEntry("authorize", rule.qualified_name,
+                                (rule.effect if matched else "no match")
+                                + ("" if rule.mode == Mode.ENFORCE else f" ({rule.mode})")))
+    if matched and rule.mode != Mode.ENFORCE:
+        shadow.append(ShadowVerdict(rule.qualified_name, str(rule.mode),
+                                    "forbidden" if rule.effect == "deny" else "allowed",
+                                    f"{rule.effect} rule {rule.name} matched"))
+        return False
+    return matched
+
+
+def _denied(
+    contract: Contract,
+    rule: AccessRule | None,
+    deciding: list[AccessRule],
+    variables: Mapping[str, Any],
+) -> Rejection:
+    record_lookups = [
+        lookup for lookup in contract.lookups
+        if any(lookup.name in r.when.variables for r in deciding)
+    ]
+    if record_lookups:
+        # The verdict depends on a record: answer exactly as if it did not exist.
+        agent = not_found_message(record_lookups[0], variables)
+    elif rule is not None and rule.message is not None:
+        agent = rule.message.render({"args": variables.get("args", {}),
+                                     "actor": variables.get("actor", {}),
+                                     "tool": contract.name})
+    else:
+        agent = (f"You are not allowed to call {contract.name} for this user. "
+                 "Do not retry; tell the user it cannot be done here.")
+    name = rule.qualified_name if rule else "default-deny"
+    return Rejection(
+        ErrorClass.FORBIDDEN,
+        f"denied by {name}",
+        rule=name,
+        agent_message=agent,
+        user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
+        speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
+    )

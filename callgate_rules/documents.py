@@ -1,0 +1,285 @@
+"""The compiled documents: immutable, typed, and ready for the decision path.
+
+The compiler (``compiler.py``) turns YAML into these objects once; the pipeline steps only
+read them. Every object keeps the ``Location`` it came from, so a decision can name the
+file and line of the rule that decided it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from jsonschema.protocols import Validator
+
+from .cel import CompiledExpression
+from .errors import ErrorClass, Location, Route
+
+
+class Mode(StrEnum):
+    """How a rule's verdict is applied (like Kubernetes' validationActions)."""
+
+    ENFORCE = "enforce"  # the verdict decides the route
+    WARN = "warn"  # the verdict is attached as a warning; the route does not change
+    AUDIT = "audit"  # the verdict goes only to the log and counters
+
+
+class OnError(StrEnum):
+    FAIL_CLOSED = "fail_closed"  # a rule that cannot be evaluated counts as violated / denying
+    IGNORE = "ignore"  # a rule that cannot be evaluated is treated as not applicable
+
+
+class Idempotency(StrEnum):
+    KEY = "key"  # the destination deduplicates by operation ID
+    LOOKUP = "lookup"  # the destination can be asked whether an operation happened
+    NONE = "none"  # neither: never retried automatically after sending
+
+
+class LimitPath(StrEnum):
+    PARTIAL_RESULT = "partial_result"
+    HAND_OVER = "hand_over"
+    REFUSE = "refuse"
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
+
+
+@dataclass(frozen=True)
+class Template:
+    """Message text with ``{args.field}``-style placeholders, split once at load."""
+
+    text: str
+    fields: tuple[tuple[str, ...], ...] = ()
+
+    @classmethod
+    def of(cls, text: str) -> Template:
+        fields = tuple(tuple(m.group(1).split(".")) for m in _PLACEHOLDER.finditer(text))
+        return cls(text, fields)
+
+    def render(self, variables: Mapping[str, Any]) -> str:
+        if not self.fields:
+            return self.text
+
+        def substitute(match: re.Match[str]) -> str:
+            value: Any = variables
+            for part in match.group(1).split("."):
+                if isinstance(value, Mapping) and part in value:
+                    value = value[part]
+                else:
+                    return match.group(0)
+            return value if isinstance(value, str) else _compact_json(value)
+
+        return _PLACEHOLDER.sub(substitute, self.text)
+
+
+def _compact_json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+@dataclass(frozen=True)
+class DocumentRef:
+    """Which document, at which version, took part in a decision."""
+
+    kind: str
+    name: str
+    version: str
+    owner: str
+    description: str
+    location: Location
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    name: str
+    collection: str
+    key: CompiledExpression
+    fields: tuple[str, ...]  # a record matches when any of these equals the key
+    when: CompiledExpression | None
+    many: str  # "ambiguous" or "list"
+    candidate_fields: tuple[str, ...]
+    record_schema: Mapping[str, Any] | None
+    message: Template | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A business rule of a contract: ``expression`` must hold for the call to pass."""
+
+    name: str
+    expression: CompiledExpression
+    error_class: ErrorClass
+    route: Route | None
+    message: Template
+    user_message: Template | None
+    hint: str | None
+    mode: Mode
+    on_error: OnError
+    location: Location
+
+
+@dataclass(frozen=True)
+class Example:
+    arguments: Mapping[str, Any]
+    description: str | None
+
+
+@dataclass(frozen=True)
+class ErrorMapping:
+    """One row of a contract's executor-exception table; the most specific match wins."""
+
+    exception: str | None  # class name, matched against the exception's MRO
+    attribute: str | None
+    equals: Any
+    error_class: ErrorClass
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    required: bool
+    summary: Template | None
+    expires_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One tool the model may propose, compiled."""
+
+    document: DocumentRef
+    effect: str  # "read" or "write"
+    arguments_schema: Mapping[str, Any]
+    validator: Validator = field(repr=False)
+    lookups: tuple[Lookup, ...]
+    rules: tuple[Rule, ...]
+    verify: CompiledExpression | None
+    verify_message: Template | None
+    reconcile_match: CompiledExpression | None
+    timeout_seconds: float
+    idempotency: Idempotency
+    confirmation: Confirmation
+    mask: tuple[tuple[str, ...], ...]
+    examples: tuple[Example, ...]
+    errors: tuple[ErrorMapping, ...]
+    mode: Mode
+    on_error: OnError
+
+    @property
+    def name(self) -> str:
+        return self.document.name
+
+    @property
+    def version(self) -> str:
+        return self.document.version
+
+    @property
+    def is_write(self) -> bool:
+        return self.effect == "write"
+
+
+@dataclass(frozen=True)
+class AccessRule:
+    name: str
+    effect: str  # "allow" or "deny"
+    tools: frozenset[str]  # "*" means every tool
+    when: CompiledExpression
+    message: Template | None
+    mode: Mode
+    on_error: OnError
+    document: DocumentRef
+    location: Location
+
+    def applies_to(self, tool: str) -> bool:
+        return "*" in self.tools or tool in self.tools
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.document.name}/{self.name}"
+
+
+@dataclass(frozen=True)
+class AccessPolicies:
+    """Every AccessPolicy document's rules, merged, in document then declaration order."""
+
+    rules: tuple[AccessRule, ...]
+    actor_validator: Validator | None = field(repr=False)
+    actor_schema: Mapping[str, Any] | None
+    documents: tuple[DocumentRef, ...]
+
+    def rules_for(self, tool: str) -> tuple[AccessRule, ...]:
+        return tuple(rule for rule in self.rules if rule.applies_to(tool))
+
+
+@dataclass(frozen=True)
+class Budgets:
+    regenerations_per_call: int = 1
+    retries_per_call: int = 3
+    backoff_base_seconds: float = 0.2
+    backoff_max_seconds: float = 5.0
+    backoff_multiplier: float = 2.0
+    call_deadline_seconds: float = 30.0
+    calls_per_tool_per_run: int = 10
+    failures_per_run: int = 5
+    run_deadline_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    max_bytes: int = 64 * 1024
+    max_depth: int = 16
+    max_string_length: int = 8 * 1024
+    max_calls: int = 16
+    multiple_calls: str = "reject"  # or "first"
+
+
+@dataclass(frozen=True)
+class MessagePair:
+    agent: Template | None = None
+    user: Template | None = None
+
+
+@dataclass(frozen=True)
+class Routing:
+    routes: Mapping[ErrorClass, Route]
+    messages: Mapping[ErrorClass, MessagePair]
+    budgets: Budgets
+    on_limit: LimitPath
+    on_limit_messages: MessagePair
+    input_limits: InputLimits
+    confirmation_expires_seconds: float
+    lease_seconds: float
+    retention_seconds: float
+    document: DocumentRef | None  # None: the built-in defaults
+
+    def route_for(self, error_class: ErrorClass) -> Route:
+        return self.routes[error_class]
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Everything a gate needs to decide, compiled once and never changed."""
+
+    contracts: Mapping[str, Contract]
+    policies: AccessPolicies
+    routing: Routing
+    documents: tuple[DocumentRef, ...]
+
+    def versions_for(self, tool: str | None) -> dict[str, str]:
+        """The version of every document that takes part in a decision about ``tool``."""
+        versions: dict[str, str] = {}
+        if tool and tool in self.contracts:
+            ref = self.contracts[tool].document
+            versions[ref.key] = ref.version
+        for ref in self.policies.documents:
+            versions[ref.key] = ref.version
+        if self.routing.document:
+            versions[self.routing.document.key] = self.routing.document.version
+        return versions

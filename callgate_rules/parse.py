@@ -1,0 +1,159 @@
+"""Step 2 — PARSE: exactly one bounded call, on the allowlist, with no undeclared field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .documents import Contract, InputLimits
+from .errors import ErrorClass
+from .outcome import Rejection
+from .propose import ProposedCall
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    contract: Contract
+    arguments: dict[str, Any]
+    call_id: str | None
+    format: str
+    note: str | None = None  # e.g. "took the first of 3 calls"
+
+
+def one_call(
+    calls: list[ProposedCall], contracts: Mapping[str, Contract], limits: InputLimits
+) -> ParsedCall:
+    if len(calls) > limits.max_calls:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"the message holds {len(calls)} calls, more than the limit of {limits.max_calls}",
+            extra={"bound": "max_calls"},
+        )
+    note = None
+    if len(calls) > 1:
+        names = ", ".join(str(c.name) for c in calls)
+        if limits.multiple_calls != "first":
+            raise Rejection(
+                ErrorClass.MALFORMED,
+                f"the message holds {len(calls)} calls ({names}); policy takes none",
+                agent_message=(
+                    f"Your message proposed {len(calls)} tool calls ({names}); none was run. "
+                    "Propose exactly one call per message."
+                ),
+            )
+        note = f"took the first of {len(calls)} calls ({names}); the others were not run"
+    call = calls[0]
+    name = call.name
+    if not isinstance(name, str) or not name:
+        raise Rejection(ErrorClass.MALFORMED, "the call has no tool name")
+    contract = contracts.get(name)
+    if contract is None:
+        raise Rejection(
+            ErrorClass.UNKNOWN_TOOL,
+            f"tool {name[:100]!r} is not on the allowlist",
+            extra={"proposed_tool": name[:100]},
+        )
+    try:
+        arguments = _decode_arguments(call.arguments, limits)
+        _check_bounds(arguments, limits)
+    except Rejection as rejection:
+        rejection.contract = contract
+        raise
+    unexpected = _first_undeclared(arguments, contract.arguments_schema, ())
+    if unexpected is not None:
+        field = ".".join(unexpected)
+        raise Rejection(
+            ErrorClass.UNEXPECTED_ARGUMENT,
+            f"argument {field!r} is not declared by {contract.name} v{contract.version}",
+            extra={"field": field},
+            contract=contract,
+        )
+    return ParsedCall(contract, arguments, call.call_id, call.format, note)
+
+
+def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        if len(raw.encode("utf-8")) > limits.max_bytes:
+            raise Rejection(
+                ErrorClass.MALFORMED,
+                f"arguments are larger than the limit of {limits.max_bytes} bytes",
+                extra={"bound": "max_bytes"},
+            )
+        if not raw.strip():
+            return {}
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise Rejection(
+                ErrorClass.MALFORMED,
+                f"arguments are not valid JSON: {error.msg} at column {error.colno}",
+            ) from None
+        except RecursionError:
+            raise Rejection(ErrorClass.MALFORMED, "arguments are nested too deeply") from None
+    if not isinstance(raw, dict):
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"arguments must be a JSON object, not {type(raw).__name__}",
+        )
+    return raw
+
+
+def _check_bounds(value: Any, limits: InputLimits) -> None:
+    """Depth and string length, iteratively so a hostile input cannot exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limits.max_depth:
+            raise Rejection(
+                ErrorClass.MALFORMED,
+                f"arguments are nested deeper than the limit of {limits.max_depth}",
+                extra={"bound": "max_depth"},
+            )
+        if isinstance(item, str):
+            if len(item) > limits.max_string_length:
+                raise Rejection(
+                    ErrorClass.MALFORMED,
+                    f"a string of {len(item)} characters is longer than the limit of "
+                    f"{limits.max_string_length}",
+                    extra={"bound": "max_string_length"},
+                )
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if len(key) > limits.max_string_length:
+                    raise Rejection(
+                        ErrorClass.MALFORMED,
+                        f"a key of {len(key)} characters is longer than the limit of "
+                        f"{limits.max_string_length}",
+                        extra={"bound": "max_string_length"},
+                    )
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
+
+def _first_undeclared(
+    value: Any, schema: Mapping[str, Any], path: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The first field (in sorted order) that a closed object schema does not declare."""
+    if not isinstance(value, dict) or not isinstance(schema, Mapping):
+        return None
+    properties = schema.get("properties", {})
+    closed = schema.get("additionalProperties") is False
+    for key in sorted(value):
+        if key in properties:
+            found = _first_undeclared(value[key], properties[key], (*path, key))
+            if found is not None:
+                return found
+        elif closed and not _matches_pattern_property(key, schema):
+            return (*path, key)
+    return None
+
+
+def _matches_pattern_property(key: str, schema: Mapping[str, Any]) -> bool:
+    import re
+
+    return any(re.search(pattern, key) for pattern in schema.get("patternProperties", {}))

@@ -1,0 +1,126 @@
+"""Step 1 — PROPOSE: accept the model's raw output in the formats of the big APIs.
+
+Recognised shapes (a JSON text, bytes, or the decoded object):
+
+- OpenAI Chat Completions: a completion (``choices[0].message``), an assistant message with
+  ``tool_calls``, the ``tool_calls`` list, or one item ``{"type": "function", "function":
+  {"name", "arguments"}}`` — arguments as a JSON string;
+- OpenAI Responses: a response with ``output``, or ``{"type": "function_call", "name",
+  "arguments", "call_id"}`` items;
+- Anthropic Messages: a message with ``content`` blocks, or ``{"type": "tool_use", "name",
+  "input", "id"}`` blocks;
+- plain ``{"name": ..., "arguments": ...}`` with arguments as a JSON string or an object.
+
+This step only finds the calls; ``parse`` bounds them and takes exactly one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .documents import InputLimits
+from .errors import ErrorClass
+from .outcome import Rejection
+
+
+@dataclass(frozen=True)
+class ProposedCall:
+    name: Any  # not yet checked: the model may send anything
+    arguments: Any  # a JSON string or an already decoded value
+    call_id: str | None
+    format: str  # openai-chat, openai-responses, anthropic, plain
+
+
+def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
+    """Every call in ``output``; raises ``Rejection(malformed)`` when there is none."""
+    if isinstance(output, bytes | bytearray):
+        if len(output) > limits.max_bytes:
+            raise _too_large(len(output), limits)
+        try:
+            output = output.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Rejection(ErrorClass.MALFORMED, "model output is not UTF-8") from None
+    if isinstance(output, str):
+        size = len(output.encode("utf-8"))
+        if size > limits.max_bytes:
+            raise _too_large(size, limits)
+        try:
+            output = json.loads(output)
+        except json.JSONDecodeError as error:
+            raise Rejection(
+                ErrorClass.MALFORMED,
+                f"model output is not JSON: {error.msg} at line {error.lineno} "
+                f"column {error.colno}",
+            ) from None
+        except RecursionError:
+            raise Rejection(ErrorClass.MALFORMED, "model output is nested too deeply") from None
+    calls = _calls_in(output)
+    if calls is None:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            "no tool call found: expected OpenAI tool_calls, an OpenAI Responses "
+            "function_call, an Anthropic tool_use block, or {\"name\", \"arguments\"}",
+        )
+    if not calls:
+        raise Rejection(ErrorClass.MALFORMED, "the message holds no tool call")
+    return calls
+
+
+def _too_large(size: int, limits: InputLimits) -> Rejection:
+    return Rejection(
+        ErrorClass.MALFORMED,
+        f"model output is {size} bytes, more than the limit of {limits.max_bytes}",
+        extra={"bound": "max_bytes"},
+    )
+
+
+def _calls_in(value: Any) -> list[ProposedCall] | None:
+    """The calls in ``value``, ``[]`` for a recognised message with none, ``None`` if unknown."""
+    if isinstance(value, list):
+        found: list[ProposedCall] = []
+        recognised = False
+        for item in value:
+            calls = _calls_in(item)
+            if calls is not None:
+                recognised = True
+                found.extend(calls)
+        return found if recognised else None
+    if not isinstance(value, Mapping):
+        return None
+    # Containers: a completion, a response, a message.
+    if isinstance(value.get("choices"), list) and value["choices"]:
+        first = value["choices"][0]
+        return _calls_in(first.get("message")) if isinstance(first, Mapping) else None
+    if "tool_calls" in value:
+        tool_calls = value["tool_calls"]
+        return _calls_in(tool_calls) or [] if isinstance(tool_calls, list) else None
+    if isinstance(value.get("output"), list) and "name" not in value:
+        return _calls_in(value["output"]) or []
+    if isinstance(value.get("content"), list) and value.get("role") == "assistant":
+        return _calls_in(value["content"]) or []
+    # Single calls.
+    kind = value.get("type")
+    if kind == "function" and isinstance(value.get("function"), Mapping):
+        function = value["function"]
+        return [ProposedCall(function.get("name"), function.get("arguments"),
+                             _str_or_none(value.get("id")), "openai-chat")]
+    if kind == "function_call":
+        return [ProposedCall(value.get("name"), value.get("arguments"),
+                             _str_or_none(value.get("call_id") or value.get("id")),
+                             "openai-responses")]
+    if kind == "tool_use":
+        return [ProposedCall(value.get("name"), value.get("input"),
+                             _str_or_none(value.get("id")), "anthropic")]
+    if kind in ("text", "message", "reasoning", "thinking"):
+        return []  # a recognised block that is not a call
+    if "name" in value and ("arguments" in value or "input" in value):
+        arguments = value["arguments"] if "arguments" in value else value["input"]
+        return [ProposedCall(value["name"], arguments, _str_or_none(value.get("id")), "plain")]
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

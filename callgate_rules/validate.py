@@ -1,0 +1,278 @@
+"""Step 3 — VALIDATE: the argument schema, then referenced records, then business rules.
+
+Business rules read record content ("the ticket is closed"), so the gate runs them only
+after ``authorize`` has allowed the actor to see those records; otherwise the message for
+another tenant's closed ticket would reveal that it exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jsonschema.exceptions import ValidationError, best_match
+
+from .cel import CelEvaluationError
+from .decision import ShadowVerdict, TraceEntry
+from .documents import Contract, Lookup, Mode, OnError, Rule
+from .errors import ErrorClass
+from .outcome import Rejection
+
+Record = Mapping[str, Any]
+Resolver = Callable[[str, Any], Sequence[Record]]  # (field, value) → matching records
+MaySee = Callable[[Lookup, Record], bool]
+
+
+# 3a. Arguments against the contract's JSON Schema -------------------------------------------
+
+
+def arguments(contract: Contract, args: Mapping[str, Any], trace: list[TraceEntry]) -> None:
+    error = best_match(contract.validator.iter_errors(args))
+    if error is None:
+        trace.append(TraceEntry("validate", "schema", "pass"))
+        return
+    field = ".".join(str(p) for p in error.absolute_path) or _missing_field(error) or "arguments"
+    problem = _describe(error)
+    expected = expected_value(contract, field)
+    trace.append(TraceEntry("validate", "schema", "fail", f"{field}: {problem}"))
+    raise Rejection(
+        ErrorClass.INVALID_ARGUMENT,
+        f"argument {field!r}: {problem}",
+        rule=f"{contract.name}/schema",
+        agent_message=(
+            f"Argument `{field}` of {contract.name} is invalid: {problem}. "
+            f"A valid value: {expected}."
+        ),
+        hint=example_call(contract),
+        extra={"field": field},
+    )
+
+
+def _missing_field(error: ValidationError) -> str | None:
+    if error.validator == "required" and isinstance(error.message, str):
+        return error.message.split("'")[1] if "'" in error.message else None
+    return None
+
+
+def _describe(error: ValidationError) -> str:
+    if error.validator == "required":
+        return "it is required but missing"
+    if error.validator == "format":
+        return f"{_short(error.instance)} is not a valid {error.validator_value}"
+    if error.validator == "enum":
+        return f"{_short(error.instance)} is not one of {_short(error.validator_value)}"
+    if error.validator == "type":
+        return f"{_short(error.instance)} is not of type {error.validator_value}"
+    if error.validator == "pattern":
+        return f"{_short(error.instance)} does not match {error.validator_value}"
+    return str(error.message)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def expected_value(contract: Contract, field: str) -> str:
+    """What a valid value of ``field`` looks like, from its schema and the examples."""
+    schema: Any = contract.arguments_schema
+    for part in field.split("."):
+        schema = schema.get("properties", {}).get(part, {}) if isinstance(schema, Mapping) else {}
+    parts: list[str] = []
+    if not isinstance(schema, Mapping):
+        schema = {}
+    if "description" in schema:
+        parts.append(str(schema["description"]).rstrip("."))
+    if "enum" in schema:
+        parts.append("one of " + ", ".join(_short(v) for v in schema["enum"]))
+    elif "format" in schema:
+        parts.append(f"a {schema['format']} string" + (
+            " in RFC 3339, e.g. 2026-12-01T09:00:00Z" if schema["format"] == "date-time" else ""))
+    elif "type" in schema:
+        parts.append(f"a {schema['type']}")
+    if "pattern" in schema:
+        parts.append(f"matching {schema['pattern']}")
+    for bound, words in (("minimum", "at least"), ("maximum", "at most"),
+                         ("minLength", "at least {} characters"),
+                         ("maxLength", "at most {} characters")):
+        if bound in schema:
+            parts.append(words.format(schema[bound]) if "{}" in words
+                         else f"{words} {schema[bound]}")
+    for example in contract.examples:
+        value: Any = example.arguments
+        for part in field.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            parts.append(f"for example {_short(value)}")
+            break
+    return "; ".join(parts) or "see the tool's description"
+
+
+def example_call(contract: Contract) -> str:
+    if not contract.examples:
+        return ""
+    arguments = json.dumps(contract.examples[0].arguments, ensure_ascii=False)
+    return f"A valid call looks like: {contract.name}({arguments})"
+
+
+# 3b. Referenced records ----------------------------------------------------------------------
+
+
+def references(
+    contract: Contract,
+    variables: dict[str, Any],
+    resolvers: Mapping[str, Resolver],
+    may_see: MaySee,
+    trace: list[TraceEntry],
+) -> None:
+    """Look up each declared record and bind it in ``variables`` under the lookup's name.
+
+    Records the actor may not see are dropped before counting, so "not found", "found one"
+    and "ambiguous" are all answered from the actor's own view of the data.
+    """
+    for lookup in contract.lookups:
+        if lookup.when is not None and not _truthy(lookup.when, variables):
+            variables[lookup.name] = None
+            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "skip", "when is false"))
+            continue
+        try:
+            key = lookup.key(variables)
+        except CelEvaluationError as error:
+            raise Rejection(
+                ErrorClass.INVALID_ARGUMENT,
+                f"lookup {lookup.name}: key cannot be computed: {error}",
+                rule=f"{contract.name}/lookup.{lookup.name}",
+                hint=example_call(contract),
+            ) from None
+        resolver = resolvers.get(lookup.collection)
+        if resolver is None:
+            raise LookupError(
+                f"no resolver bound for collection {lookup.collection!r} "
+                f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
+            )
+        found = _resolve(resolver, lookup.fields, key)
+        if len(found) > 1 or lookup.many == "list":
+            # Several matches: only those the actor may act on count as candidates. A single
+            # match is kept, so that authorize denies it (forbidden) with the not-found text.
+            found = [record for record in found if may_see(lookup, record)]
+        if lookup.many == "list":
+            variables[lookup.name] = found
+            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "found",
+                                    f"{len(found)} record(s)"))
+            continue
+        if not found:
+            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "not_found",
+                                    f"{lookup.collection}.{'|'.join(lookup.fields)} == {_short(key)}"))
+            raise Rejection(
+                ErrorClass.NOT_FOUND,
+                f"no {lookup.collection} record with {'|'.join(lookup.fields)} == {_short(key)} "
+                "visible to the actor",
+                rule=f"{contract.name}/lookup.{lookup.name}",
+                agent_message=not_found_message(lookup, variables),
+                user_message=NOT_FOUND_USER_MESSAGE,
+                extra={"lookup": lookup.name, "key": key},
+            )
+        if len(found) > 1:
+            candidates = tuple(
+                {f: record[f] for f in lookup.candidate_fields if f in record} for record in found
+            )
+            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "ambiguous",
+                                    f"{len(found)} matches"))
+            raise Rejection(
+                ErrorClass.AMBIGUOUS,
+                f"{len(found)} {lookup.collection} records match {_short(key)}",
+                rule=f"{contract.name}/lookup.{lookup.name}",
+                agent_message=(
+                    f"{_short(key)} matches {len(found)} {lookup.collection}: "
+                    + "; ".join(_short(c) for c in candidates)
+                    + "."
+                ),
+                candidates=candidates,
+            )
+        variables[lookup.name] = found[0]
+        trace.append(TraceEntry("validate", f"lookup {lookup.name}", "found",
+                                f"{lookup.collection} {found[0].get('id', '')}"))
+
+
+# Shown to the person both for a missing record and for one they may not access.
+NOT_FOUND_USER_MESSAGE = "I couldn't find that record among the ones you can access."
+
+
+def _resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> list[Record]:
+    if len(fields) == 1:
+        return list(resolver(fields[0], key))
+    found: list[Record] = []
+    seen: set[int] = set()
+    for field in fields:
+        for record in resolver(field, key):
+            if id(record) not in seen:
+                seen.add(id(record))
+                found.append(record)
+    return found
+
+
+def not_found_message(lookup: Lookup, variables: Mapping[str, Any]) -> str:
+    """The one message for "missing" and "not yours": it may name only what the model sent."""
+    if lookup.message is not None:
+        safe = {"args": variables.get("args", {}), "tool": variables.get("tool")}
+        return lookup.message.render(safe)
+    return (
+        f"No {lookup.collection} record that you can access matches the value you gave for "
+        f"{lookup.name}. Do not guess another value: check it with the user or look it up first."
+    )
+
+
+def _truthy(expression: Any, variables: Mapping[str, Any]) -> bool:
+    try:
+        return expression(variables) is True
+    except CelEvaluationError:
+        return False
+
+
+# 3c. Business rules --------------------------------------------------------------------------
+
+
+def business_rules(
+    contract: Contract,
+    variables: Mapping[str, Any],
+    trace: list[TraceEntry],
+    shadow: list[ShadowVerdict],
+) -> None:
+    """Evaluate the contract's rules in declared order; the first enforced violation stops."""
+    for rule in contract.rules:
+        passed, error = evaluate_rule(rule, variables)
+        result = "pass" if passed else ("error" if error else "fail")
+        trace.append(TraceEntry("validate", f"rule {rule.name}", result,
+                                f"{error} ({rule.on_error})" if error else rule.mode
+                                if rule.mode != Mode.ENFORCE else ""))
+        if passed:
+            continue
+        message = rule.message.render(variables)
+        if rule.mode != Mode.ENFORCE:
+            shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
+                                        str(rule.error_class), message))
+            continue
+        raise Rejection(
+            rule.error_class,
+            f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
+            rule=f"{contract.name}/{rule.name}",
+            agent_message=message,
+            user_message=rule.user_message.render(variables) if rule.user_message else None,
+            hint=rule.hint or example_call(contract),
+            route=rule.route,
+            extra={"evaluation_error": error} if error else {},
+        )
+
+
+def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(passed, evaluation error). A non-boolean result is an error too."""
+    try:
+        value = rule.expression(variables)
+    except CelEvaluationError as error:
+        return rule.on_error == OnError.IGNORE, str(error)
+    if value is True:
+        return True, None
+    if value is False:
+        return False, None
+    return rule.on_error == OnError.IGNORE, f"expression returned {type(value).__name__}, not bool"
