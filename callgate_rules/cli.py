@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -175,6 +175,184 @@ def _read_call(path: str) -> Any:
     if text.lstrip().startswith(("{", "[")) or path.endswith(".json") or path == "-":
         return text
     return read_data_file(path, "the call")
+
+
+# simulate ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@click.option("--store", "store_url", default=None,
+              help="Receipt store URL shared by all scenarios (default: a fresh SQLite file "
+                   "per scenario in a temporary directory).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@clear_errors
+def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
+             store_url: str | None, output_format: str) -> None:
+    """Run scenario suites against the simulator (default: examples/scenarios).
+
+    Each scenario scripts the model's outputs, injects the destination's faults and
+    expects routes, error classes, messages and the number of writes. Exits 1 if any
+    expectation fails.
+    """
+    from .scenarios import load_config_for, load_scenarios, run_scenarios
+
+    config = load_config_for(contracts_dir, policies_dir)
+    scenarios = load_scenarios(paths or [Path("examples/scenarios")])
+    if not scenarios:
+        raise InputError("no scenarios found; pass scenario files or directories")
+    results = run_scenarios(scenarios, config, store_url)
+    failed = [r for r in results if not r.passed]
+    if output_format == "json":
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2, ensure_ascii=False,
+                              default=str))
+    else:
+        width = max(len(r.name) for r in results)
+        click.echo(f"{'SCENARIO':<{width}}  {'ROUTE':<18} {'ERROR CLASS':<22} WRITES  RESULT")
+        for r in results:
+            last = r.last
+            route = str(last.route) if last else "-"
+            error_class = str(last.error_class) if last and last.error_class else "-"
+            verdict = "pass" if r.passed else "FAIL"
+            click.echo(f"{r.name:<{width}}  {route:<18} {error_class:<22} {r.writes:>6}  "
+                       f"{verdict}")
+        for r in failed:
+            click.echo(f"\n{r.location}: {r.name}")
+            for failure in r.failures:
+                click.echo(f"  {failure}")
+        click.echo(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+# receipts and review ---------------------------------------------------------------------
+
+STORE_OPTION = click.option(
+    "--store", "store_url", envvar="CALLGATE_STORE", default="sqlite:///callgate.sqlite3",
+    show_default=True, help="Receipt store URL (sqlite:///path or postgresql://...); "
+                            "also read from CALLGATE_STORE.")
+
+
+@main.group()
+def receipts() -> None:
+    """The receipt store: purge old receipts, run migrations."""
+
+
+@receipts.command("purge")
+@STORE_OPTION
+@click.option("--older-than", "older_than", default=None,
+              help="A duration such as 720h or 30d (default: the RoutingTable's retention).")
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@clear_errors
+def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) -> None:
+    """Delete finished receipts and resolved reviews older than the retention."""
+    from .compiler import build_routing, compile_paths, parse_duration
+    from .store import open_store
+
+    if older_than is None:
+        compilation = compile_paths([policies_dir]) if Path(policies_dir).exists() else None
+        routing = compilation.config.routing if compilation and compilation.config \
+            else build_routing({}, None)
+        seconds = routing.retention_seconds
+    else:
+        text = older_than[:-1] + "h" if older_than.endswith("d") else older_than
+        try:
+            seconds = parse_duration(text) * (24 if older_than.endswith("d") else 1)
+        except ValueError as error:
+            raise InputError(f"--older-than: {error}") from None
+    store = open_store(store_url)
+    try:
+        removed = store.purge(older_than=_utc_now() - timedelta(seconds=seconds))
+    finally:
+        store.close()
+    click.echo(f"purged {removed} record(s) older than {seconds / 3600:g}h from "
+               f"{store.url}")
+
+
+@receipts.command("migrate")
+@STORE_OPTION
+@clear_errors
+def receipts_migrate(store_url: str) -> None:
+    """Create or upgrade the store's schema (stores also do this when they open)."""
+    from .store import open_store
+
+    store = open_store(store_url)
+    migrate = getattr(store, "migrate", None)
+    if callable(migrate):
+        migrate()
+    store.close()
+    click.echo(f"{store.url}: schema is up to date")
+
+
+@main.group()
+def review() -> None:
+    """The review queue: outcomes handed over to a person."""
+
+
+@review.command("list")
+@STORE_OPTION
+@click.option("--all", "show_all", is_flag=True, help="Include resolved items.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@clear_errors
+def review_list(store_url: str, show_all: bool, output_format: str) -> None:
+    """List open (and taken) review items, oldest first."""
+    from .store import ReviewStatus, open_store
+
+    store = open_store(store_url)
+    try:
+        items = [i for i in store.list_reviews()
+                 if show_all or i.status != ReviewStatus.RESOLVED]
+    finally:
+        store.close()
+    if output_format == "json":
+        click.echo(json.dumps([_review_dict(i) for i in items], indent=2, default=str))
+        return
+    if not items:
+        click.echo("the review queue is empty")
+        return
+    for item in items:
+        resolved = f" -> {item.resolution} by {item.resolved_by}" if item.resolution else ""
+        click.echo(f"{item.review_id}  {item.status:<8} {item.reason:<18} "
+                   f"{item.created_at:%Y-%m-%d %H:%M}  {item.summary}{resolved}")
+
+
+@review.command("resolve")
+@click.argument("review_id")
+@click.option("--as", "resolution", type=click.Choice(["succeeded", "failed"]), required=True)
+@click.option("--note", required=True, help="What the person found, for the record.")
+@click.option("--by", "by", envvar="USER", default="reviewer", show_default=True)
+@STORE_OPTION
+@clear_errors
+def review_resolve(review_id: str, resolution: str, note: str, by: str, store_url: str) -> None:
+    """Close a review item; its receipt takes the state you give."""
+    from .store import open_store
+
+    store = open_store(store_url)
+    try:
+        try:
+            item = store.resolve_review(review_id, resolution=resolution, note=note, by=by,
+                                        now=_utc_now())
+        except KeyError:
+            raise InputError(f"no review item {review_id!r}; see `callgate review list`") \
+                from None
+    finally:
+        store.close()
+    click.echo(f"{item.review_id} resolved as {item.resolution} by {item.resolved_by}")
+
+
+def _review_dict(item: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {k: (str(v) if isinstance(v, datetime) else v) for k, v in asdict(item).items()}
+
+
+def _utc_now() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
 
 
 if __name__ == "__main__":

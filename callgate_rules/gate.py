@@ -9,21 +9,34 @@ Compile once (``Gate.from_paths``), then call ``check`` (steps 1–4, no side ef
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import secrets
+import socket
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import authorize, parse, propose, validate
+from . import authorize, confirmation, decision_log, parse, propose, validate
+from .canonical import arguments_hash, operation_id
 from .compiler import load
 from .decision import Decision, ShadowVerdict, TraceEntry
-from .documents import Contract, GateConfig
-from .errors import ErrorClass, Route
+from .decision_log import DecisionLog
+from .documents import Contract, GateConfig, LimitPath
+from .errors import ConfirmationError, ErrorClass, Route
+from .execute import ExecutionRequest, Executor, Failed, Finder, send
 from .messages import agent_message, user_message
 from .outcome import Rejection
+from .route import FAILURES, Ending, Run, Sleep, State, WriteMachine, backoff_delay, limit_route
+from .store import open_store
+from .store.base import NewOperation, ReceiptState, ReceiptStore
 from .validate import Resolver
 
 Clock = Callable[[], datetime]
@@ -42,6 +55,7 @@ class _Progress:
     call: parse.ParsedCall | None = None
     variables: dict[str, Any] = field(default_factory=dict)
     permit: str | None = None
+    started: float = 0.0
     contract_only: Contract | None = None  # known before the call fully parsed
 
     @property
@@ -50,18 +64,48 @@ class _Progress:
 
 
 class Gate:
-    """A compiled configuration bound to the host's resolvers and clock."""
+    """A compiled configuration bound to the host's resolvers, executors, store and clock."""
 
     def __init__(
         self,
         config: GateConfig,
         *,
         resolvers: Mapping[str, Resolver] | None = None,
+        executors: Mapping[str, Executor] | None = None,
+        finder: Finder | None = None,
+        store: ReceiptStore | str | None = None,
         clock: Clock = utc_now,
+        sleep: Sleep = time.sleep,
+        rng: random.Random | None = None,
+        decision_log: DecisionLog | None = None,
+        secret: bytes | None = None,
+        worker: str | None = None,
     ) -> None:
         self.config = config
-        self.resolvers: Mapping[str, Resolver] = dict(resolvers or {})
+        self.resolvers: Mapping[str, Resolver] = resolvers if resolvers is not None else {}
+        self.executors: Mapping[str, Executor] = dict(executors or {})
+        self.finder = finder
+        self._store = open_store(store) if isinstance(store, str) else store
         self.clock = clock
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.decision_log = decision_log
+        # Tokens signed with a per-process secret do not survive a restart: pass a stable
+        # secret (or set CALLGATE_SECRET) when confirmations may outlive the process.
+        env_secret = os.environ.get("CALLGATE_SECRET")
+        self.secret = secret or (env_secret.encode() if env_secret else secrets.token_bytes(32))
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.counters: Counter[str] = Counter()
+        self._counters_lock = threading.Lock()
+
+    @property
+    def store(self) -> ReceiptStore:
+        """The receipt store; by default the SQLite file named by ``CALLGATE_STORE`` or
+        ``callgate.sqlite3`` in the working directory, opened on first use."""
+        if self._store is None:
+            self._store = open_store(os.environ.get("CALLGATE_STORE",
+                                                    "sqlite:///callgate.sqlite3"))
+        return self._store
 
     @classmethod
     def from_paths(cls, *paths: str | Path, **bindings: Any) -> Gate:
@@ -79,15 +123,18 @@ class Gate:
         request_id: str | None = None,
     ) -> Decision:
         """Decide about one proposal without executing anything (steps 1–4 and the route)."""
+        return self._check(model_output, actor, now or self.clock(),
+                           request_id or uuid.uuid4().hex)[0]
+
+    def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
+               request_id: str) -> tuple[Decision, _Progress]:
         started = time.perf_counter()
-        now = now or self.clock()
-        request_id = request_id or uuid.uuid4().hex
-        progress = _Progress()
+        progress = _Progress(started=started)
         try:
             self._decide(model_output, actor, now, progress)
         except Rejection as rejection:
-            return self._rejected(rejection, progress, actor, request_id, started)
-        return self._allowed(progress, actor, request_id, started)
+            return self._rejected(rejection, progress, actor, request_id, started), progress
+        return self._allowed(progress, actor, request_id, started), progress
 
     def _decide(
         self, model_output: Any, actor: Mapping[str, Any], now: datetime, progress: _Progress
@@ -117,6 +164,288 @@ class Gate:
             policies, contract, variables, trace, progress.shadow)
         progress.permit = permit.rule
         validate.business_rules(contract, variables, trace, progress.shadow)  # 3 VALIDATE: rules
+
+    # -- steps 5–7 ----------------------------------------------------------------------------
+
+    def handle(
+        self,
+        model_output: Any,
+        *,
+        actor: Mapping[str, Any],
+        request_id: str,
+        run: Run | None = None,
+        now: datetime | None = None,
+    ) -> Decision:
+        """All seven steps for one proposal: decide, then execute at most once, reconcile and
+        route. ``request_id`` identifies the user's request: the same call proposed twice
+        within it is one operation. Pass the same ``run`` for every proposal of one agent run
+        so its budgets (calls per tool, failures, regenerations, deadline) hold."""
+        now = now or self.clock()
+        run = run or Run(started_at=now)
+        decision, progress = self._check(model_output, actor, now, request_id)
+        limit = run.limit_reached(self.config.routing.budgets, decision.tool, now)
+        if limit is not None:
+            decision = self._limit_path(decision, limit)
+        elif decision.route == Route.REGENERATE:
+            budget = self.config.routing.budgets.regenerations_per_call
+            if run.regenerations_in_a_row >= budget:
+                decision = self._limit_path(
+                    decision, f"{run.regenerations_in_a_row} corrected call(s) already asked "
+                              f"for (limit {budget})")
+            else:
+                run.regenerations_in_a_row += 1
+        elif decision.route in (Route.EXECUTE, Route.AWAIT_CONFIRMATION) and \
+                decision.error_class in (None, ErrorClass.CONFIRMATION_REQUIRED):
+            run.regenerations_in_a_row = 0
+            assert decision.tool is not None
+            run.calls[decision.tool] += 1
+            decision = self._execute(decision, progress, actor, request_id)
+        if decision.error_class in FAILURES:
+            run.failures += 1
+        return self._record(decision)
+
+    def confirm(
+        self,
+        token: str,
+        *,
+        actor: Mapping[str, Any],
+        confirmed_by: str,
+        now: datetime | None = None,
+    ) -> Decision:
+        """The separate server-side step that executes a confirmed write: the actor's rights
+        are checked again, the token must match operation, actor and arguments and be
+        unexpired, and it can be used once."""
+        now = now or self.clock()
+        try:
+            claims = confirmation.read(token)
+        except ConfirmationError as error:
+            return self._record(self._refused_confirmation(str(error)))
+        receipt = self.store.get(claims.operation_id)
+        if receipt is None:
+            return self._record(self._refused_confirmation(
+                "no operation is waiting for this confirmation"))
+        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
+        decision, progress = self._check(call, actor, now, receipt.request_id)
+        if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:
+            return self._record(decision)  # rights or rules changed since the draft
+        try:
+            confirmation.verify(self.secret, token, actor, receipt.args_hash, now)
+        except ConfirmationError as error:
+            return self._record(self._refused_confirmation(str(error), decision))
+        machine = self._machine(decision, progress, actor, receipt.request_id)
+        claim = self.store.claim_confirmed(
+            receipt.operation_id, confirmed_by=confirmed_by, worker=self.worker,
+            lease=machine.lease, now=now)
+        if not claim.may_execute:
+            return self._record(self._refused_confirmation(
+                f"this confirmation was already used (the operation is {claim.receipt.state})",
+                decision))
+        progress.trace.append(TraceEntry("execute", "confirmation", "accepted",
+                                         f"by {confirmed_by}"))
+        ending = machine.run(start=State.SEND)
+        return self._record(self._ended(decision, progress, ending, receipt.operation_id))
+
+    def _execute(self, decision: Decision, progress: _Progress, actor: Mapping[str, Any],
+                 request_id: str) -> Decision:
+        contract = progress.contract
+        assert contract is not None and progress.call is not None
+        if not contract.is_write:
+            return self._ended(decision, progress, self._read(contract, progress, actor), None)
+        machine = self._machine(decision, progress, actor, request_id)
+        operation = machine.operation
+        if contract.confirmation.required:
+            return self._hold(decision, progress, operation, actor)
+        ending = machine.run()
+        return self._ended(decision, progress, ending, operation.operation_id)
+
+    def _machine(self, decision: Decision, progress: _Progress, actor: Mapping[str, Any],
+                 request_id: str) -> WriteMachine:
+        contract = progress.contract
+        assert contract is not None and progress.call is not None
+        arguments = progress.call.arguments
+        operation = NewOperation(
+            operation_id=operation_id(request_id, contract.name, contract.document.name,
+                                      arguments),
+            request_id=request_id, tool=contract.name, contract_version=contract.version,
+            args_hash=arguments_hash(arguments), arguments=arguments, actor=dict(actor))
+        return WriteMachine(
+            contract=contract, operation=operation, executor=self._executor(contract),
+            finder=self.finder, store=self.store, routing=self.config.routing,
+            worker=self.worker, clock=self.clock, sleep=self.sleep, rng=self.rng,
+            actor=actor, variables=progress.variables,
+            records=_records(contract, progress.variables),
+            trace=lambda step, subject, result: progress.trace.append(
+                TraceEntry(step, subject, result)),
+        )
+
+    def _executor(self, contract: Contract) -> Executor:
+        executor = self.executors.get(contract.name)
+        if executor is None:
+            raise LookupError(f"no executor bound for {contract.name}; bind one with "
+                              "Gate(executors={...})")
+        return executor
+
+    def _read(self, contract: Contract, progress: _Progress,
+              actor: Mapping[str, Any]) -> Ending:
+        """A read changes nothing, so any failure may be retried within the budget."""
+        assert progress.call is not None
+        budgets = self.config.routing.budgets
+        executor = self._executor(contract)
+        retries = 0
+        while True:
+            now = self.clock()
+            request = ExecutionRequest(contract.name, progress.call.arguments, "",
+                                       now + timedelta(seconds=contract.timeout_seconds), actor,
+                                       _records(contract, progress.variables))
+            outcome = send(executor, request, contract, contract.timeout_seconds)
+            if not isinstance(outcome, Failed):
+                return Ending(Route.RETURN_RESULT, None, "read", outcome.result, retries=retries)
+            retryable = outcome.error_class in (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME)
+            if not retryable:
+                route = self.config.routing.route_for(outcome.error_class)
+                return Ending(route, outcome.error_class, outcome.detail, retries=retries)
+            if retries >= budgets.retries_per_call:
+                path = self.config.routing.on_limit
+                return Ending(limit_route(path), ErrorClass.BUDGET_EXHAUSTED,
+                              f"{retries} retries (limit {budgets.retries_per_call}): "
+                              f"{outcome.detail}", limit_path=str(path), retries=retries)
+            retries += 1
+            delay = backoff_delay(retries - 1, budgets, self.rng, outcome.retry_after)
+            progress.trace.append(TraceEntry("route", "retry", f"backoff {delay:.3f}s"))
+            self.sleep(delay)
+
+    def _hold(self, decision: Decision, progress: _Progress, operation: NewOperation,
+              actor: Mapping[str, Any]) -> Decision:
+        contract = progress.contract
+        assert contract is not None
+        now = self.clock()
+        seconds = contract.confirmation.expires_seconds or \
+            self.config.routing.confirmation_expires_seconds
+        expires_at = now + timedelta(seconds=seconds)
+        receipt = self.store.hold_for_confirmation(operation, expires_at=expires_at, now=now)
+        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
+            # The same call was already confirmed and run within this request.
+            ending = WriteMachine.run(self._machine(decision, progress, actor,
+                                                    operation.request_id))
+            return self._ended(decision, progress, ending, operation.operation_id)
+        token = confirmation.issue(self.secret, operation.operation_id, actor,
+                                   operation.args_hash, expires_at)
+        draft = _draft(contract, progress.variables)
+        progress.trace.append(TraceEntry("route", "confirmation", "draft held",
+                                         f"until {expires_at.isoformat()}"))
+        return replace(decision, operation_id=operation.operation_id, draft=draft,
+                       confirmation_token=token, trace=tuple(progress.trace),
+                       log={**decision.log, "operation_id": operation.operation_id,
+                            "receipt_state": str(receipt.state)})
+
+    def _ended(self, decision: Decision, progress: _Progress, ending: Ending,
+               operation: str | None) -> Decision:
+        """The decision of steps 1–4, completed with what execution did."""
+        contract = progress.contract
+        assert contract is not None
+        routing = self.config.routing
+        variables = {"tool": contract.name, "detail": ending.detail,
+                     "args": decision.arguments or {}}
+        if ending.error_class is None:
+            agent = f"{contract.name} succeeded. Result: {_compact(ending.result)}"
+            if ending.late_confirmation:
+                agent = f"{contract.name} succeeded (confirmed after a lost answer). " \
+                        f"Result: {_compact(ending.result)}"
+            user = ""
+        elif ending.error_class == ErrorClass.DUPLICATE and ending.route == Route.RETURN_RECEIPT:
+            agent = f"{contract.name} was already done for this request; no new write was " \
+                    f"made. Earlier result: {_compact(ending.result)}"
+            user = user_message(ErrorClass.DUPLICATE, routing, None, variables)
+        elif ending.limit_path is not None:
+            agent, user = self._limit_messages(ending.detail)
+        else:
+            agent = agent_message(ending.error_class, ending.route, routing, None, None,
+                                  variables)
+            user = user_message(ending.error_class, routing, None, variables)
+        progress.trace.append(TraceEntry("route", str(ending.error_class or "executed"),
+                                         str(ending.route)))
+        log = {
+            **decision.log,
+            "route": str(ending.route),
+            "error_class": str(ending.error_class) if ending.error_class else None,
+            "detail": ending.detail,
+            "operation_id": operation,
+            "receipt_state": ending.receipt_state,
+            "result": ending.result,  # the destination's own answer, never the model's retelling
+            "retries": ending.retries,
+            "reconciled": any(e.step == "reconcile" for e in progress.trace),
+            "unknown_outcome": any("unknown_outcome" in e.result for e in progress.trace),
+            "review_id": ending.review_id,
+            "elapsed_ms": round((time.perf_counter() - progress.started) * 1000, 3),
+        }
+        return replace(decision, route=ending.route, error_class=ending.error_class,
+                       agent_message=agent, user_message=user, result=ending.result,
+                       operation_id=operation, limit_path=ending.limit_path,
+                       trace=tuple(progress.trace), log=log,
+                       extra={"review_id": ending.review_id} if ending.review_id else {})
+
+    def _limit_path(self, decision: Decision, detail: str) -> Decision:
+        path = self.config.routing.on_limit
+        route = limit_route(path)
+        agent, user = self._limit_messages(detail)
+        review_id = None
+        if route == Route.REVIEW and decision.tool is not None:
+            from .store.base import NewReviewItem
+
+            review_id = self.store.open_review(NewReviewItem(
+                tool=decision.tool, reason=str(ErrorClass.BUDGET_EXHAUSTED),
+                summary=f"{decision.tool}: {detail}", payload=dict(decision.log)),
+                now=self.clock()).review_id
+        trace = (*decision.trace, TraceEntry("route", "budget_exhausted", str(route), detail))
+        return replace(decision, route=route, error_class=ErrorClass.BUDGET_EXHAUSTED,
+                       agent_message=agent, user_message=user, limit_path=str(path),
+                       trace=trace, log={**decision.log, "route": str(route),
+                                         "error_class": str(ErrorClass.BUDGET_EXHAUSTED),
+                                         "detail": detail, "review_id": review_id})
+
+    def _limit_messages(self, detail: str) -> tuple[str, str]:
+        routing = self.config.routing
+        variables = {"detail": detail}
+        agent = routing.on_limit_messages.agent.render(variables) \
+            if routing.on_limit_messages.agent else {
+                LimitPath.PARTIAL_RESULT: "The tool-call limit is reached ({detail}). Stop "
+                                          "calling tools and give the user the partial result "
+                                          "you have, saying what is missing.",
+                LimitPath.HAND_OVER: "The tool-call limit is reached ({detail}). Stop calling "
+                                     "tools; a person takes over. Tell the user so.",
+                LimitPath.REFUSE: "The tool-call limit is reached ({detail}). Stop calling "
+                                  "tools and tell the user this cannot be done now.",
+            }[routing.on_limit].format(detail=detail)
+        user = routing.on_limit_messages.user.render(variables) \
+            if routing.on_limit_messages.user else \
+            user_message(ErrorClass.BUDGET_EXHAUSTED, routing, None, variables)
+        return agent, user
+
+    def _refused_confirmation(self, why: str, basis: Decision | None = None) -> Decision:
+        log = {**(basis.log if basis else {}), "ts": utc_now().isoformat(), "route": "refuse",
+               "error_class": str(ErrorClass.FORBIDDEN), "rule": "confirmation-token",
+               "detail": why}
+        return Decision(
+            route=Route.REFUSE, error_class=ErrorClass.FORBIDDEN,
+            tool=basis.tool if basis else None,
+            contract_version=basis.contract_version if basis else None,
+            rule="confirmation-token",
+            agent_message="The confirmation was not accepted; nothing was executed. "
+                          "Propose the call again if it is still wanted.",
+            user_message=f"This confirmation can't be used: {why}.",
+            log=log, versions=basis.versions if basis else {},
+            trace=(*(basis.trace if basis else ()),
+                   TraceEntry("execute", "confirmation", "refused", why)),
+            arguments=basis.arguments if basis else None,
+        )
+
+    def _record(self, decision: Decision) -> Decision:
+        """Count the decision and write its log line."""
+        with self._counters_lock:
+            decision_log.count(self.counters, decision.log)
+        if self.decision_log is not None:
+            self.decision_log.write(decision.log)
+        return decision
 
     # -- building decisions -------------------------------------------------------------------
 
@@ -266,3 +595,22 @@ def _mask_path(node: dict[str, Any], path: tuple[str, ...]) -> None:
     elif isinstance(node[head], dict):
         node[head] = dict(node[head])
         _mask_path(node[head], rest)
+
+
+def _records(contract: Contract, variables: Mapping[str, Any]) -> dict[str, Any]:
+    return {lookup.name: variables.get(lookup.name) for lookup in contract.lookups}
+
+
+def _draft(contract: Contract, variables: Mapping[str, Any]) -> str:
+    """What the person confirms: the summary, then every argument as it will be sent."""
+    summary = contract.confirmation.summary.render(variables) \
+        if contract.confirmation.summary else f"Run {contract.name}"
+    lines = [summary + ":"]
+    for key, value in variables.get("args", {}).items():
+        lines.append(f"  {key}: {value if isinstance(value, str) else _compact(value)}")
+    return "\n".join(lines)
+
+
+def _compact(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 2000 else text[:1997] + "..."

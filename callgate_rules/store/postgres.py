@@ -113,7 +113,7 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 # First key of the advisory lock that serializes migrations (the second is the schema's hash).
 MIGRATION_LOCK_KEY = 0x6361_6C6C  # "call"
 
-TABLES = ("callgate_receipts", "callgate_reviews", "callgate_schema_version")
+DATA_TABLES = ("callgate_receipts", "callgate_reviews")
 REQUIRED_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -553,23 +553,39 @@ class PostgresStore:
                 (MIGRATION_LOCK_KEY, self.schema),
             )
             if self.schema is not None:
-                # Checked first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
+                # Looked up first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
                 # even when the schema is there, which a least-privilege role lacks.
-                exists = connection.execute(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+                existing = connection.execute(
+                    """
+                    SELECT has_schema_privilege(nspname, 'USAGE') AS usable
+                    FROM pg_namespace WHERE nspname = %s
+                    """,
+                    (self.schema,),
                 ).fetchone()
-                if exists is None:
+                if existing is None:
                     connection.execute(
                         sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
                     )
-            connection.execute(
-                """
-                CREATE TABLE IF NOT EXISTS callgate_schema_version (
-                    version    integer PRIMARY KEY,
-                    applied_at timestamptz NOT NULL DEFAULT now()
+                elif not existing["usable"]:
+                    # Without USAGE the schema silently drops out of the search path and
+                    # PostgreSQL would only say "no schema has been selected to create in".
+                    raise StoreConfigError(
+                        f"cannot open receipt store {self.url}: permission denied for schema "
+                        f"{self.schema} (the role needs USAGE on it)"
+                    )
+            # Looked up first for the same reason: CREATE TABLE IF NOT EXISTS needs CREATE.
+            version_table = connection.execute(
+                "SELECT to_regclass('callgate_schema_version') AS oid"
+            ).fetchone()
+            if version_table is None or version_table["oid"] is None:
+                connection.execute(
+                    """
+                    CREATE TABLE callgate_schema_version (
+                        version    integer PRIMARY KEY,
+                        applied_at timestamptz NOT NULL DEFAULT now()
+                    )
+                    """
                 )
-                """
-            )
             current_row = connection.execute(
                 "SELECT coalesce(max(version), 0) AS version FROM callgate_schema_version"
             ).fetchone()
@@ -591,6 +607,8 @@ class PostgresStore:
         return applied
 
     def _check_privileges(self, connection: Connection[Any]) -> None:
+        # Tables may exist already (created by an owner role), so migrating proves nothing
+        # about what this role may do with them.
         missing = connection.execute(
             """
             SELECT table_name, privilege
@@ -598,12 +616,17 @@ class PostgresStore:
             WHERE NOT has_table_privilege(table_name, privilege)
             ORDER BY table_name, privilege
             """,
-            (list(TABLES), list(REQUIRED_PRIVILEGES)),
+            (list(DATA_TABLES), list(REQUIRED_PRIVILEGES)),
         ).fetchall()
         if missing:
-            lacking = ", ".join(f"{row['privilege']} on {row['table_name']}" for row in missing)
+            lacking: dict[str, list[str]] = {}
+            for row in missing:
+                lacking.setdefault(row["table_name"], []).append(row["privilege"])
+            described = "; ".join(
+                f"{', '.join(privileges)} on {table}" for table, privileges in lacking.items()
+            )
             raise StoreConfigError(
-                f"cannot open receipt store {self.url}: the role lacks {lacking}"
+                f"cannot open receipt store {self.url}: the role lacks {described}"
             )
 
 

@@ -133,6 +133,10 @@ class SqliteStore:
 
     def migrate(self) -> list[int]:
         """Apply the migrations this file has not seen yet; return their versions."""
+        # Checked without the write lock first, so opening an up-to-date file never waits
+        # for a writer.
+        if self._schema_version() == SCHEMA_VERSION:
+            return []
         with self._write() as connection:
             connection.execute(
                 """
@@ -162,6 +166,19 @@ class SqliteStore:
                 )
                 applied.append(version)
             return applied
+
+    def _schema_version(self) -> int:
+        with self._read() as connection:
+            table = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                ("callgate_schema_version",),
+            ).fetchone()
+            if table is None:
+                return 0
+            (version,) = connection.execute(
+                "SELECT coalesce(max(version), 0) FROM callgate_schema_version"
+            ).fetchone()
+            return int(version)
 
     # Receipts ------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from callgate_rules.errors import LeaseLost, OperationIdReused, StoreError
+from callgate_rules.errors import ErrorClass, LeaseLost, OperationIdReused, StoreError
 from callgate_rules.store import (
     ClaimOutcome,
     NewOperation,
@@ -213,8 +213,9 @@ def test_outcome_unknown_must_be_reconciled(store: ReceiptStore) -> None:
     assert claim.receipt.detail == "read timeout after sending"
 
 
-def test_transient_failure_may_be_retried(store: ReceiptStore) -> None:
-    finished(store, ReceiptState.FAILED, error_class="transient")
+@pytest.mark.parametrize("transient", ["transient", ErrorClass.TRANSIENT], ids=["str", "enum"])
+def test_transient_failure_may_be_retried(store: ReceiptStore, transient: str) -> None:
+    finished(store, ReceiptState.FAILED, error_class=transient)
 
     claim = store.claim(operation(), worker="w2", lease=LEASE, now=T0 + timedelta(seconds=5))
 
@@ -222,6 +223,7 @@ def test_transient_failure_may_be_retried(store: ReceiptStore) -> None:
     assert claim.may_execute
     assert claim.receipt.state is ReceiptState.CLAIMED
     assert (claim.receipt.attempts, claim.receipt.lease_owner) == (2, "w2")
+    assert claim.receipt.error_class == "transient"
 
 
 @pytest.mark.parametrize("error_class", ["permanent", "conflict", "forbidden"])
@@ -342,9 +344,9 @@ def test_claim_confirmed_of_an_unknown_operation_fails(store: ReceiptStore) -> N
 # Review queue ------------------------------------------------------------------------------
 
 
-def review_item(operation_id: str | None = "op-1", summary: str = "refund may have gone out") -> (
-    NewReviewItem
-):
+def review_item(
+    operation_id: str | None = "op-1", summary: str = "refund may have gone out"
+) -> NewReviewItem:
     return NewReviewItem(
         tool="refund_order",
         reason="unknown_outcome",
@@ -361,7 +363,8 @@ def test_open_review_moves_the_receipt_to_in_review(store: ReceiptStore) -> None
 
     assert item.status is ReviewStatus.OPEN
     assert item.created_at == T0 + timedelta(seconds=1)
-    assert (item.tool, item.reason, item.operation_id) == ("refund_order", "unknown_outcome", "op-1")
+    assert (item.tool, item.reason) == ("refund_order", "unknown_outcome")
+    assert item.operation_id == "op-1"
     assert item.payload == {"decision": {"route": "review"}, "masked": "C-****"}
     assert (item.taken_by, item.resolution, item.resolved_at) == (None, None, None)
     receipt = store.get("op-1")
@@ -408,7 +411,9 @@ def test_take_review_gives_the_oldest_open_item_once(store: ReceiptStore) -> Non
 
 
 def test_concurrent_reviewers_never_take_the_same_item(store: ReceiptStore) -> None:
-    opened = {store.open_review(review_item(None, f"item {n}"), now=T0).review_id for n in range(40)}
+    opened = {
+        store.open_review(review_item(None, f"item {n}"), now=T0).review_id for n in range(40)
+    }
     taken_by_thread: list[list[str]] = [[] for _ in range(6)]
     start = threading.Barrier(len(taken_by_thread))
 

@@ -1,0 +1,58 @@
+"""Canonical JSON and operation IDs: the same validated call always gets the same ID.
+
+The ID is made by the runtime from the request ID, the tool, the contract's name and the
+canonical JSON of the *validated* arguments — never from model text, so a model that
+rephrases, reorders keys or writes ``1.0`` for ``1`` cannot make a second write look new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+
+def normalise(value: Any) -> Any:
+    """Unicode NFC for every string and key; integral floats become ints; -0 becomes 0."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} has no JSON form")
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {unicodedata.normalize("NFC", str(k)): normalise(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [normalise(item) for item in value]
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def canonical_json(value: Any) -> str:
+    """One text per JSON value: sorted keys, no spaces, NFC strings, normalised numbers."""
+    return json.dumps(normalise(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=False)
+
+
+def arguments_hash(arguments: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
+
+
+def operation_id(request_id: str, tool: str, contract_name: str,
+                 arguments: Mapping[str, Any]) -> str:
+    """``op_`` + 32 hex digits of SHA-256 over the four parts, each length-prefixed so that
+    no two different tuples can produce the same input bytes."""
+    digest = hashlib.sha256()
+    for part in (request_id, tool, contract_name, canonical_json(arguments)):
+        data = part.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return "op_" + digest.hexdigest()[:32]

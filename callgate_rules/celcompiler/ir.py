@@ -1,0 +1,179 @@
+"""The compiler's intermediate form: a small typed tree between lark's parse tree and Python.
+
+Lowering (``lowering.py``) builds it from cel-python's parse tree, resolving names, macros
+and constants; code generation (``codegen.py``) turns it into Python source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Const:
+    """A value known at compile time (immutable: scalars, timestamps, compiled patterns)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Fail:
+    """An error known at compile time, raised only if evaluation reaches it
+    (``false && 1/0 == 1`` is still false)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Var:
+    """A top-level name from the activation (``args``, ``actor``, ``now``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Local:
+    """A macro's iteration variable; ``name`` is its Python identifier."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Select:
+    """``operand.field`` on a map."""
+
+    operand: Node
+    field: str
+
+
+@dataclass(frozen=True)
+class Has:
+    """``has(operand.field)``."""
+
+    operand: Node
+    field: str
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Logic:
+    """An n-ary ``&&`` or ``||`` chain with CEL's commutative error absorption."""
+
+    operator: str  # "&&" or "||"
+    operands: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Conditional:
+    test: Node
+    then: Node
+    otherwise: Node
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``."""
+
+    operator: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Member:
+    """``item in container``."""
+
+    item: Node
+    container: Node
+
+
+@dataclass(frozen=True)
+class Call:
+    """An operator or function implemented in ``runtime``; ``function`` keys ``FUNCTIONS``."""
+
+    function: str
+    arguments: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class ListLiteral:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class MapLiteral:
+    entries: tuple[tuple[Node, Node], ...]
+
+
+@dataclass(frozen=True)
+class Comprehension:
+    """``range.all(v, p)``, ``exists``, ``exists_one``, ``map`` (with optional filter),
+    ``filter``; ``variable`` is the Python identifier bound to each element or key."""
+
+    macro: str
+    variable: str
+    range: Node
+    predicate: Node | None
+    transform: Node | None
+
+
+Node = Union[
+    Const, Fail, Var, Local, Select, Has, Not, Logic, Conditional, Compare, Member, Call,
+    ListLiteral, MapLiteral, Comprehension,
+]
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct sub-expressions of ``node``."""
+    if isinstance(node, Select | Has | Not):
+        return (node.operand,)
+    if isinstance(node, Logic):
+        return node.operands
+    if isinstance(node, Conditional):
+        return (node.test, node.then, node.otherwise)
+    if isinstance(node, Compare):
+        return (node.left, node.right)
+    if isinstance(node, Member):
+        return (node.item, node.container)
+    if isinstance(node, Call):
+        return node.arguments
+    if isinstance(node, ListLiteral):
+        return node.items
+    if isinstance(node, MapLiteral):
+        return tuple(part for entry in node.entries for part in entry)
+    if isinstance(node, Comprehension):
+        parts = [node.range]
+        parts += [part for part in (node.predicate, node.transform) if part is not None]
+        return tuple(parts)
+    return ()
+
+
+def free_locals(node: Node) -> frozenset[str]:
+    """Iteration variables that ``node`` reads but does not bind itself."""
+    if isinstance(node, Local):
+        return frozenset({node.name})
+    found: frozenset[str] = frozenset()
+    for child in children(node):
+        found |= free_locals(child)
+    if isinstance(node, Comprehension):
+        body = frozenset()
+        for part in (node.predicate, node.transform):
+            if part is not None:
+                body |= free_locals(part)
+        found = free_locals(node.range) | (body - {node.variable})
+    return found
+
+
+def variables_read(node: Node) -> frozenset[str]:
+    """Activation names that ``node`` reads."""
+    if isinstance(node, Var):
+        return frozenset({node.name})
+    found: frozenset[str] = frozenset()
+    for child in children(node):
+        found |= variables_read(child)
+    return found

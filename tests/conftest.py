@@ -1,0 +1,193 @@
+"""Shared fixtures for the core tests: the reference configuration, compiled once.
+
+Nothing here is autouse: the store, CEL and simulator tests are not affected by it. Heavy
+imports happen inside fixtures, so collecting other test packages stays cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONTRACTS = REPO / "contracts"
+POLICIES = REPO / "policies"
+WORLD_FILE = REPO / "examples" / "world.yaml"
+DANA_FILE = REPO / "examples" / "actors" / "dana.yaml"
+CALL_FILE = REPO / "examples" / "calls" / "create_follow_up.json"
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+NOW_TEXT = "2026-11-29T12:00:00Z"
+
+
+class Calls:
+    """One tool call in each model-output format the gate accepts (SPEC §2, step 1)."""
+
+    @staticmethod
+    def plain(name: Any, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+        call: dict[str, Any] = {"name": name, "arguments": arguments}
+        if call_id is not None:
+            call["id"] = call_id
+        return call
+
+    @staticmethod
+    def openai_tool_call(name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+    @classmethod
+    def openai_chat(cls, name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+        """An assistant message of Chat Completions; arguments as a JSON string."""
+        return {"role": "assistant", "content": None,
+                "tool_calls": [cls.openai_tool_call(name, arguments, call_id)]}
+
+    @classmethod
+    def openai_completion(cls, name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+        return {"id": "chatcmpl-1", "object": "chat.completion",
+                "choices": [{"index": 0, "finish_reason": "tool_calls",
+                             "message": cls.openai_chat(name, arguments, call_id)}]}
+
+    @staticmethod
+    def responses_item(name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name,
+                "arguments": text}
+
+    @classmethod
+    def responses(cls, name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+        """A whole OpenAI Responses object with a reasoning item before the call."""
+        return {"id": "resp_1", "object": "response",
+                "output": [{"type": "reasoning", "id": "rs_1", "summary": []},
+                           cls.responses_item(name, arguments, call_id)]}
+
+    @staticmethod
+    def tool_use(name: Any, arguments: Any, call_id: str = "toolu_1") -> dict[str, Any]:
+        return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+
+    @classmethod
+    def anthropic(cls, name: Any, arguments: Any, call_id: str = "toolu_1") -> dict[str, Any]:
+        """An Anthropic assistant message: a text block, then the tool_use block."""
+        return {"id": "msg_1", "type": "message", "role": "assistant",
+                "content": [{"type": "text", "text": "Let me do that."},
+                            cls.tool_use(name, arguments, call_id)]}
+
+    @staticmethod
+    def follow_up_args(**changes: Any) -> dict[str, Any]:
+        """The reference createFollowUp arguments; a change of ``None`` drops the field."""
+        arguments: dict[str, Any] = {
+            "ticketId": "T-1001", "assigneeId": "U-7", "dueAt": "2026-12-15T09:00:00Z",
+        }
+        arguments.update(changes)
+        return {k: v for k, v in arguments.items() if v is not None}
+
+    @classmethod
+    def follow_up(cls, **changes: Any) -> dict[str, Any]:
+        return cls.plain("createFollowUp", cls.follow_up_args(**changes))
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class Reference:
+    """Where the reference configuration lives, and how to copy it for a variant."""
+
+    repo = REPO
+    contracts = CONTRACTS
+    policies = POLICIES
+    world_file = WORLD_FILE
+    dana_file = DANA_FILE
+    call_file = CALL_FILE
+    now_text = NOW_TEXT
+    write = staticmethod(write)
+
+    @staticmethod
+    def copy(target: Path, routing_yaml: str | None = None) -> tuple[Path, Path]:
+        """The reference contracts and access policy copied under ``target``; the routing
+        table replaced by ``routing_yaml`` when given. Returns (contracts, policies) dirs."""
+        contracts = target / "contracts"
+        policies = target / "policies"
+        shutil.copytree(CONTRACTS, contracts)
+        policies.mkdir(parents=True)
+        shutil.copy(POLICIES / "access.yaml", policies / "access.yaml")
+        if routing_yaml is None:
+            shutil.copy(POLICIES / "routing.yaml", policies / "routing.yaml")
+        else:
+            write(policies / "routing.yaml", routing_yaml)
+        return contracts, policies
+
+
+# Fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def calls() -> type[Calls]:
+    return Calls
+
+
+@pytest.fixture(scope="session")
+def ref() -> type[Reference]:
+    return Reference
+
+
+@pytest.fixture(scope="session")
+def now() -> datetime:
+    return NOW
+
+
+@pytest.fixture(scope="session")
+def reference_world() -> dict[str, list[dict[str, Any]]]:
+    """examples/world.yaml; treat as read-only (copy it with ``copy.deepcopy`` to change)."""
+    return load_yaml(WORLD_FILE)
+
+
+@pytest.fixture(scope="session")
+def dana() -> dict[str, Any]:
+    """The acme agent of examples/actors/dana.yaml; read-only, build variants with {**dana}."""
+    return load_yaml(DANA_FILE)
+
+
+@pytest.fixture(scope="session")
+def gate(reference_world: dict[str, list[dict[str, Any]]]) -> Any:
+    """The reference configuration, compiled once per session, bound to the example world."""
+    from callgate_rules.gate import Gate
+    from callgate_rules.world import WorldResolvers
+
+    return Gate.from_paths(CONTRACTS, POLICIES, resolvers=WorldResolvers(reference_world))
+
+
+@pytest.fixture(scope="session")
+def gate_with_world(gate: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """The compiled reference configuration bound to another world (no recompilation)."""
+    from callgate_rules.gate import Gate
+    from callgate_rules.world import WorldResolvers
+
+    def bind(world: Mapping[str, Any]) -> Any:
+        return Gate(gate.config, resolvers=WorldResolvers(copy.deepcopy(dict(world))))
+
+    return bind
+
+
+@pytest.fixture(scope="session")
+def compile_gate() -> Callable[..., Any]:
+    """Compile documents under ``paths`` into a Gate bound to ``world`` (for custom configs)."""
+    from callgate_rules.gate import Gate
+    from callgate_rules.world import WorldResolvers
+
+    def build(*paths: Path, world: Mapping[str, Any] | None = None) -> Any:
+        return Gate.from_paths(*paths, resolvers=WorldResolvers(dict(world or {})))
+
+    return build
