@@ -332,12 +332,8 @@ def review_resolve(review_id: str, resolution: str, note: str, by: str, store_ur
 
     store = open_store(store_url)
     try:
-        try:
-            item = store.resolve_review(review_id, resolution=resolution, note=note, by=by,
-                                        now=_utc_now())
-        except KeyError:
-            raise InputError(f"no review item {review_id!r}; see `callgate review list`") \
-                from None
+        item = store.resolve_review(review_id, resolution=resolution, note=note, by=by,
+                                    now=_utc_now())
     finally:
         store.close()
     click.echo(f"{item.review_id} resolved as {item.resolution} by {item.resolved_by}")

@@ -456,7 +456,10 @@ def _case_from(file: str, section: str, test: TextMessage) -> ConformanceCase:
                 value = holder.message("value") if holder is not None else None
                 if value is None:
                     raise Unsupported("error or unknown bindings")
-                bindings[binding.text("key")] = to_python(value)
+                name = binding.text("key")
+                if "." in name:
+                    raise Unsupported("qualified variable names")
+                bindings[name] = to_python(value)
             if not expect_error:
                 result = test.message("value")
                 if result is None:

@@ -240,8 +240,12 @@ def _ordering(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[A
         left_type = type(left)
         if left_type is type(right) and left_type in ORDERED_TYPES:
             return compare(left, right)
-        left_kind = kind(left)
-        if left_kind == kind(right) and left_kind in _ORDERED_KINDS:
+        left_kind, right_kind = kind(left), kind(right)
+        if left_kind == right_kind and left_kind in _ORDERED_KINDS:
+            return compare(left, right)
+        if left_kind == "double" and right_kind == "int":
+            # cel-python orders a double against an int (exactly, as Python does) but not
+            # an int against a double; both backends must answer alike.
             return compare(left, right)
         raise no_overload(operator, left, right)
 
@@ -617,13 +621,17 @@ _RFC3339 = re.compile(
 )
 
 
+def is_rfc3339(text: str) -> bool:
+    return _RFC3339.fullmatch(text) is not None
+
+
 def to_timestamp(value: Any) -> datetime:
     value_kind = kind(value)
     if value_kind == "timestamp":
         return value  # type: ignore[no-any-return]
     if value_kind != "string":
         raise no_overload("timestamp", value)
-    if _RFC3339.fullmatch(value):
+    if is_rfc3339(value):
         try:
             return datetime.fromisoformat(value)
         except ValueError:

@@ -1,0 +1,60 @@
+"""Real processes on one SQLite receipt file: a claim race and a crash mid-call."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def worker(tmp_path: Path, request_id: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.processes.worker", str(tmp_path / "receipts.sqlite3"),
+         str(tmp_path / "destination.sqlite3"), request_id, *extra],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def writes(tmp_path: Path) -> list[tuple[str, int]]:
+    connection = sqlite3.connect(tmp_path / "destination.sqlite3")
+    try:
+        return connection.execute("SELECT operation_id, pid FROM writes").fetchall()
+    finally:
+        connection.close()
+
+
+def test_eight_processes_race_on_one_operation(tmp_path: Path) -> None:
+    start_at = str(time.time() + 2.5)  # after every process has imported and compiled
+    processes = [worker(tmp_path, "req-race", "--start-at", start_at) for _ in range(8)]
+    outputs = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+        outputs.append(json.loads(stdout.strip().splitlines()[-1]))
+    rows = writes(tmp_path)
+    assert len(rows) == 1, rows  # exactly one execution
+    routes = sorted(o["route"] for o in outputs)
+    assert routes.count("return_result") == 1
+    # The others saw the receipt, or waited on the live claim until their budget ran out;
+    # none of them wrote.
+    assert all(o["route"] in ("return_result", "return_receipt", "review") for o in outputs)
+    assert len({o["operation_id"] for o in outputs}) == 1
+
+
+def test_crash_after_apply_is_reconciled_not_repeated(tmp_path: Path) -> None:
+    crashed = worker(tmp_path, "req-crash", "--crash-after-apply")
+    _, stderr = crashed.communicate(timeout=60)
+    assert crashed.returncode == 17, stderr
+    assert len(writes(tmp_path)) == 1  # the destination applied the write
+    # The same call again, after the dead worker's 60 s lease has expired.
+    again = worker(tmp_path, "req-crash", "--now", "2026-11-29T12:02:00+00:00")
+    stdout, stderr = again.communicate(timeout=60)
+    assert again.returncode == 0, stderr
+    outcome = json.loads(stdout.strip().splitlines()[-1])
+    assert outcome["route"] == "return_result"
+    assert outcome["detail"] == "late confirmation"
+    assert len(writes(tmp_path)) == 1  # reconciled by operation ID, never sent again
