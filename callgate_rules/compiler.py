@@ -279,7 +279,8 @@ class _Compiler:
         path: NodePath = tuple(error.absolute_path)
         where = dotted(path) or "document"
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = set(error.schema.get("properties", {}))
+            schema = error.schema if isinstance(error.schema, Mapping) else {}
+            allowed = set(schema.get("properties", {}))
             for key in sorted(set(error.instance) - allowed):
                 known = ", ".join(sorted(allowed))
                 self.error(source, (*path, key, "<key>"), "schema",
@@ -289,7 +290,9 @@ class _Compiler:
             self.error(source, path, "schema", f"{where}: {error.message}")
             return
         if error.validator == "enum":
-            options = ", ".join(map(str, error.validator_value))
+            allowed_values = error.validator_value
+            options = ", ".join(map(str, allowed_values)) \
+                if isinstance(allowed_values, list) else str(allowed_values)
             self.error(source, path, "schema",
                        f"{where}: {error.instance!r} is not allowed; use one of: {options}")
             return

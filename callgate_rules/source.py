@@ -50,7 +50,7 @@ class _Loader(yaml.SafeLoader):
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=True)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -86,7 +86,7 @@ def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
             if node is None:
                 continue
             loader = _Loader("")
-            data = loader.construct_document(node)  # type: ignore[no-untyped-call]
+            data = loader.construct_document(node)
             places: dict[NodePath, tuple[int, int]] = {}
             _record_places(node, (), places)
             documents.append(SourceDocument(path, data, places, index))

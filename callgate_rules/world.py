@@ -8,7 +8,7 @@ matching records.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import InputError
@@ -48,13 +48,13 @@ class WorldResolvers(Mapping[str, Resolver]):
     def __contains__(self, name: object) -> bool:
         return True
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._collections)
 
     def __len__(self) -> int:
         return len(self._collections)
 
-    def get(self, name: str, default: Any = None) -> Resolver:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Resolver:
         return self[name]
 
 

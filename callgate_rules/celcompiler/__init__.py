@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from lark import Tree
+from lark import Token, Tree
 
 from .codegen import Program, generate
 from .lowering import Unsupported, lower
@@ -64,7 +64,7 @@ __all__ = ["compile_tree", "python_source"]
 Evaluator = Callable[[Mapping[str, Any]], Any]
 
 
-def compile_tree(tree: Tree) -> Evaluator | None:
+def compile_tree(tree: Tree[Token]) -> Evaluator | None:
     """A Python function evaluating the parsed CEL expression ``tree``, or ``None`` when the
     expression needs cel-python. Run-time failures raise ``CelEvaluationError``."""
     program = _program(tree)
@@ -78,13 +78,13 @@ def compile_tree(tree: Tree) -> Evaluator | None:
     return cast(Evaluator, program.namespace["evaluate"])
 
 
-def python_source(tree: Tree) -> str | None:
+def python_source(tree: Tree[Token]) -> str | None:
     """The generated Python source for ``tree`` (for debugging), or ``None`` if unsupported."""
     program = _program(tree)
     return program.source if program is not None else None
 
 
-def _program(tree: Tree) -> Program | None:
+def _program(tree: Tree[Token]) -> Program | None:
     try:
         return generate(lower(tree))
     except (Unsupported, RecursionError):

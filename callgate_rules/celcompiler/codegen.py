@@ -270,8 +270,8 @@ class _Generator:
         if isinstance(node, Member):
             return self.member(node, function)
         if isinstance(node, Call):
-            arguments = ", ".join(self.expression(argument, function) for argument in node.arguments)
-            return f"_{node.function}({arguments})"
+            arguments = [self.expression(argument, function) for argument in node.arguments]
+            return f"_{node.function}({', '.join(arguments)})"
         if isinstance(node, ListLiteral):
             return f"[{', '.join(self.expression(item, function) for item in node.items)}]"
         if isinstance(node, MapLiteral):
@@ -342,7 +342,8 @@ class _Generator:
                     f"else _is_in({value}, {elements}))"
                 )
             return f"_is_in({item}, {elements})"
-        return f"_is_in({self.expression(node.item, function)}, {self.expression(container, function)})"
+        item = self.expression(node.item, function)
+        return f"_is_in({item}, {self.expression(container, function)})"
 
     def constant(self, value: Any) -> str:
         """A literal for simple values; a name in the globals for everything else."""

@@ -23,11 +23,12 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import celpy
+from celpy.evaluation import CELEvalError
 
 from callgate_rules.cel import (
     CelEvaluationError,
@@ -44,7 +45,7 @@ ENVIRONMENT_VARIABLE = "CALLGATE_CEL_CONFORMANCE_DIR"
 # Protobuf text format, the subset the conformance files use
 # ---------------------------------------------------------------------------------------------
 
-TextScalar = Union[bytes, int, float, str]  # str: an identifier such as true or NULL_VALUE
+TextScalar = bytes | int | float | str  # str: an identifier such as true or NULL_VALUE
 
 
 class TextFormatError(ValueError):
@@ -113,7 +114,9 @@ _SIMPLE_ESCAPES = {
     "n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v",
     "\\": b"\\", "'": b"'", '"': b'"', "?": b"?",
 }
-_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))")
+_ESCAPE = re.compile(
+    r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))"
+)
 
 
 def _unescape(quoted: str) -> bytes:
@@ -266,7 +269,7 @@ class Unsupported(Exception):
         self.category = category
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRAPPERS = {
     "google.protobuf.BoolValue", "google.protobuf.BytesValue", "google.protobuf.DoubleValue",
     "google.protobuf.FloatValue", "google.protobuf.Int32Value", "google.protobuf.Int64Value",
@@ -391,8 +394,12 @@ def same_value(expected: Any, actual: Any) -> bool:
 # Test cases
 # ---------------------------------------------------------------------------------------------
 
-_MESSAGE_NAMES = re.compile(r"\bTestAllTypes\b|\bNestedTestAllTypes\b|\bgoogle\.protobuf\.|\bcel\.expr\.")
-_EXPECTATIONS = ("value", "typed_result", "eval_error", "any_eval_errors", "unknown", "any_unknowns")
+_MESSAGE_NAMES = re.compile(
+    r"\bTestAllTypes\b|\bNestedTestAllTypes\b|\bgoogle\.protobuf\.|\bcel\.expr\."
+)
+_EXPECTATIONS = (
+    "value", "typed_result", "eval_error", "any_eval_errors", "unknown", "any_unknowns",
+)
 
 
 @dataclass(frozen=True)
@@ -513,7 +520,7 @@ def _judge(case: ConformanceCase, run: Callable[[], Any]) -> Outcome:
     return Outcome(False, f"value {actual!r}, expected {case.expected!r}")
 
 
-def _cel_python_alone(source: str) -> Evaluator:
+def cel_python_evaluator(source: str) -> Evaluator:
     """cel-python's interpreter with no callgate code in the evaluation path."""
     program = celpy.Environment().program(parse(source))
 
@@ -521,11 +528,11 @@ def _cel_python_alone(source: str) -> Evaluator:
         activation = {name: to_cel(value) for name, value in variables.items()}
         try:
             result = program.evaluate(activation)
-        except celpy.CELEvalError as error:
+        except CELEvalError as error:
             raise CelEvaluationError(str(error.args[0] if error.args else error)) from None
         except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError) as error:
             raise CelEvaluationError(str(error)) from None
-        if isinstance(result, celpy.CELEvalError):
+        if isinstance(result, CELEvalError):
             raise CelEvaluationError(str(result.args[0] if result.args else result))
         return from_cel(result)
 
@@ -606,7 +613,7 @@ def run_case(case: ConformanceCase) -> CaseResult:
         return expression(case.bindings)
 
     compiled_outcome = _judge(case, compiled)
-    cel_python_outcome = _judge(case, lambda: _cel_python_alone(case.expr)(case.bindings))
+    cel_python_outcome = _judge(case, lambda: cel_python_evaluator(case.expr)(case.bindings))
     return CaseResult(case, backend, compiled_outcome, cel_python_outcome)
 
 

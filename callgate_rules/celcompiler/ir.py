@@ -7,7 +7,7 @@ and constants; code generation (``codegen.py``) turns it into Python source.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -122,10 +122,10 @@ class Comprehension:
     transform: Node | None
 
 
-Node = Union[
-    Const, Fail, Var, Local, Select, Has, Not, Logic, Conditional, Compare, Member, Call,
-    ListLiteral, MapLiteral, Comprehension,
-]
+Node = (
+    Const | Fail | Var | Local | Select | Has | Not | Logic | Conditional | Compare | Member
+    | Call | ListLiteral | MapLiteral | Comprehension
+)
 
 
 def children(node: Node) -> tuple[Node, ...]:
@@ -161,7 +161,7 @@ def free_locals(node: Node) -> frozenset[str]:
     for child in children(node):
         found |= free_locals(child)
     if isinstance(node, Comprehension):
-        body = frozenset()
+        body: frozenset[str] = frozenset()
         for part in (node.predicate, node.transform):
             if part is not None:
                 body |= free_locals(part)

@@ -100,7 +100,7 @@ _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "reduce", "
 _IMMUTABLE_TYPES = (str, int, float, bool, bytes, type(None), datetime, timedelta, CompiledPattern)
 
 
-def lower(tree: Tree) -> Node:
+def lower(tree: Tree[Token]) -> Node:
     """The intermediate form of a parsed CEL expression; raises ``Unsupported``."""
     return _Lowering().node(tree)
 
@@ -110,29 +110,29 @@ class _Lowering:
         self.scope: dict[str, str] = {}  # CEL macro variable → Python local
         self.local_numbers = itertools.count(1)
 
-    def node(self, tree: Tree | Token) -> Node:
+    def node(self, tree: Tree[Token] | Token) -> Node:
         if not isinstance(tree, Tree):
             raise Unsupported(f"unexpected token {tree!r}")
-        handler: Callable[[Tree], Node] | None = getattr(self, f"_{tree.data}", None)
+        handler: Callable[[Tree[Token]], Node] | None = getattr(self, f"_{tree.data}", None)
         if handler is None:
             raise Unsupported(f"{tree.data} is not compiled")
         return handler(tree)
 
     # Operators -------------------------------------------------------------------------------
 
-    def _expr(self, tree: Tree) -> Node:
+    def _expr(self, tree: Tree[Token]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0])
         test, then, otherwise = (self.node(child) for child in tree.children)
         return _fold_conditional(Conditional(test, then, otherwise))
 
-    def _conditionalor(self, tree: Tree) -> Node:
+    def _conditionalor(self, tree: Tree[Token]) -> Node:
         return self._logic(tree, "||")
 
-    def _conditionaland(self, tree: Tree) -> Node:
+    def _conditionaland(self, tree: Tree[Token]) -> Node:
         return self._logic(tree, "&&")
 
-    def _logic(self, tree: Tree, operator: str) -> Node:
+    def _logic(self, tree: Tree[Token], operator: str) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0])
         left, right = (self.node(child) for child in tree.children)
@@ -144,7 +144,7 @@ class _Lowering:
                 operands.append(operand)
         return _fold_logic(Logic(operator, tuple(operands)))
 
-    def _relation(self, tree: Tree) -> Node:
+    def _relation(self, tree: Tree[Token]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0])
         operator_tree, right_tree = tree.children
@@ -155,13 +155,13 @@ class _Lowering:
             return _fold(Member(left, right))
         return _fold(Compare(_RELATIONS[str(operator_tree.data)], left, right))
 
-    def _addition(self, tree: Tree) -> Node:
+    def _addition(self, tree: Tree[Token]) -> Node:
         return self._arithmetic(tree)
 
-    def _multiplication(self, tree: Tree) -> Node:
+    def _multiplication(self, tree: Tree[Token]) -> Node:
         return self._arithmetic(tree)
 
-    def _arithmetic(self, tree: Tree) -> Node:
+    def _arithmetic(self, tree: Tree[Token]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0])
         operator_tree, right_tree = tree.children
@@ -169,7 +169,7 @@ class _Lowering:
         left = self.node(operator_tree.children[0])
         return _fold(Call(_ARITHMETIC[str(operator_tree.data)], (left, self.node(right_tree))))
 
-    def _unary(self, tree: Tree) -> Node:
+    def _unary(self, tree: Tree[Token]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0])
         operator_tree, operand_tree = tree.children
@@ -181,24 +181,24 @@ class _Lowering:
 
     # Members ---------------------------------------------------------------------------------
 
-    def _member(self, tree: Tree) -> Node:
+    def _member(self, tree: Tree[Token]) -> Node:
         return self.node(tree.children[0])
 
-    def _primary(self, tree: Tree) -> Node:
+    def _primary(self, tree: Tree[Token]) -> Node:
         return self.node(tree.children[0])
 
-    def _paren_expr(self, tree: Tree) -> Node:
+    def _paren_expr(self, tree: Tree[Token]) -> Node:
         return self.node(tree.children[0])
 
-    def _member_dot(self, tree: Tree) -> Node:
+    def _member_dot(self, tree: Tree[Token]) -> Node:
         operand_tree, field = tree.children
         return Select(self.node(operand_tree), str(field))
 
-    def _member_index(self, tree: Tree) -> Node:
+    def _member_index(self, tree: Tree[Token]) -> Node:
         container, key = (self.node(child) for child in tree.children)
         return _fold(Call("index", (container, key)))
 
-    def _member_dot_arg(self, tree: Tree) -> Node:
+    def _member_dot_arg(self, tree: Tree[Token]) -> Node:
         receiver_tree, method_token = tree.children[0], tree.children[1]
         method = str(method_token)
         argument_trees = _arguments(tree.children[2] if len(tree.children) > 2 else None)
@@ -213,7 +213,7 @@ class _Lowering:
         arguments = tuple(self.node(argument) for argument in argument_trees)
         return _call(function, (receiver, *arguments))
 
-    def _ident_arg(self, tree: Tree) -> Node:
+    def _ident_arg(self, tree: Tree[Token]) -> Node:
         name = str(tree.children[0])
         argument_trees = _arguments(tree.children[1] if len(tree.children) > 1 else None)
         if name == "has":
@@ -227,7 +227,7 @@ class _Lowering:
             raise Unsupported(f"{name} with {len(argument_trees)} arguments")
         return _call(function, tuple(self.node(argument) for argument in argument_trees))
 
-    def _has(self, argument_trees: list[Tree]) -> Node:
+    def _has(self, argument_trees: list[Tree[Token]]) -> Node:
         if len(argument_trees) != 1:
             raise Unsupported("has() takes one argument")
         selection = self.node(argument_trees[0])
@@ -235,7 +235,9 @@ class _Lowering:
             raise Unsupported("has() of something other than a field selection")
         return Has(selection.operand, selection.field)
 
-    def _macro(self, macro: str, receiver_tree: Tree | Token, argument_trees: list[Tree]) -> Node:
+    def _macro(
+        self, macro: str, receiver_tree: Tree[Token] | Token, argument_trees: list[Tree[Token]]
+    ) -> Node:
         expected = (2, 3) if macro == "map" else (2,)
         if macro in ("reduce", "min") or len(argument_trees) not in expected:
             raise Unsupported(f"{macro} with {len(argument_trees)} arguments")
@@ -258,7 +260,7 @@ class _Lowering:
             return Comprehension(macro, local, range_node, predicate, bodies[-1])
         return Comprehension(macro, local, range_node, bodies[0], None)
 
-    def _ident(self, tree: Tree) -> Node:
+    def _ident(self, tree: Tree[Token]) -> Node:
         name = str(tree.children[0])
         if name in self.scope:
             return Local(self.scope[name])
@@ -266,11 +268,11 @@ class _Lowering:
             raise Unsupported(f"identifier {name} names a cel-python built-in")
         return Var(name)
 
-    def _list_lit(self, tree: Tree) -> Node:
+    def _list_lit(self, tree: Tree[Token]) -> Node:
         items = _arguments(tree.children[0] if tree.children else None)
         return ListLiteral(tuple(self.node(item) for item in items))
 
-    def _map_lit(self, tree: Tree) -> Node:
+    def _map_lit(self, tree: Tree[Token]) -> Node:
         if not tree.children:
             return MapLiteral(())
         initializers = tree.children[0]
@@ -280,7 +282,7 @@ class _Lowering:
 
     # Literals --------------------------------------------------------------------------------
 
-    def _literal(self, tree: Tree) -> Node:
+    def _literal(self, tree: Tree[Token]) -> Node:
         token = tree.children[0]
         assert isinstance(token, Token)
         text = str(token)
@@ -304,20 +306,22 @@ class _Lowering:
                 return Fail(f"invalid literal {text}: {error}")
             except Exception as error:  # anything else would crash cel-python: leave it to it
                 raise Unsupported(f"literal {text}") from error
-            return Const(bytes(decoded) if token.type == "BYTES_LIT" else str.__str__(decoded))
+            if isinstance(decoded, bytes):
+                return Const(bytes(decoded))
+            return Const(str.__str__(decoded))
         raise Unsupported(f"{token.type} literal")  # UINT_LIT: no unsigned values here
 
 
-def _arguments(exprlist: Tree | Token | None) -> list[Tree]:
+def _arguments(exprlist: Tree[Token] | Token | None) -> list[Tree[Token]]:
     if exprlist is None:
         return []
     assert isinstance(exprlist, Tree)
     return [child for child in exprlist.children if isinstance(child, Tree)]
 
 
-def _identifier(tree: Tree) -> str | None:
+def _identifier(tree: Tree[Token]) -> str | None:
     """The name if ``tree`` is nothing but an identifier (a macro's variable)."""
-    node: Tree | Token = tree
+    node: Tree[Token] | Token = tree
     while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident":
         node = node.children[0]
     if isinstance(node, Tree) and node.data == "ident":

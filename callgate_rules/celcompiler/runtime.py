@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -541,7 +541,7 @@ def to_int(value: Any) -> int:
         # The spec's range is open at both ends: -2**63 as a double is already suspect.
         if math.isnan(value) or not (-(2.0**63) < value < 2.0**63):
             raise CelEvaluationError("int() range error")
-        return math.trunc(value)
+        return int(math.trunc(value))
     if value_kind == "string":
         if not _INT_TEXT.fullmatch(value):
             raise CelEvaluationError(f"cannot convert {value!r} to int")
@@ -659,7 +659,7 @@ def to_duration(value: Any) -> timedelta:
     return timedelta(days=parsed.days, seconds=parsed.seconds, microseconds=parsed.microseconds)
 
 
-_UTC = timezone.utc
+_UTC = UTC
 
 
 @lru_cache(maxsize=128)
@@ -668,9 +668,9 @@ def _timezone(name: str) -> tzinfo:
         found = celtypes.TimestampType.tz_parse(name)
     except Exception as error:  # pendulum's lookup raises its own exception classes
         raise CelEvaluationError(f"unknown time zone {name!r}") from error
-    if found is None:
+    if not isinstance(found, tzinfo):
         raise CelEvaluationError(f"unknown time zone {name!r}")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _local_time(function: str, value: Any, zone: Any) -> datetime:

@@ -54,7 +54,8 @@ def open_store(url: str) -> ReceiptStore:
     - ``sqlite:///path`` — an SQLite file, path relative to the working directory (four
       slashes for an absolute path, as SQLAlchemy spells it); a bare path ending in ``.db``,
       ``.sqlite`` or ``.sqlite3`` works too;
-    - ``postgresql://...`` or ``postgres://...`` — a PostgreSQL database (libpq URL).
+    - ``postgresql://...`` or ``postgres://...`` — a PostgreSQL database (libpq URL); a
+      ``schema=NAME`` query parameter puts callgate's tables in that schema.
 
     Raises ``StoreConfigError`` with a one-line message for any other form, or when the
     store cannot be opened.
@@ -62,7 +63,7 @@ def open_store(url: str) -> ReceiptStore:
     if url in ("memory:", "memory://"):
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url)
+        return _postgres(url)
     if url.startswith(SQLITE_PREFIX):
         path = url.removeprefix(SQLITE_PREFIX)
         if path in ("", ":memory:"):
@@ -75,3 +76,16 @@ def open_store(url: str) -> ReceiptStore:
     raise StoreConfigError(
         f"unsupported receipt store URL {redact_url(url)!r}: use {ACCEPTED_FORMS}"
     )
+
+
+def _postgres(url: str) -> ReceiptStore:
+    """``?schema=NAME`` is callgate's, not libpq's: take it out before connecting."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in query if key == "schema"]
+    if not schemas:
+        return PostgresStore(url)
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return PostgresStore(urlunsplit(parts._replace(query=rest)), schema=schemas[-1])

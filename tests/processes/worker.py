@@ -3,7 +3,7 @@
 The destination is its own SQLite file (``writes`` table) so that every process sees the
 same one; it does not deduplicate, so a second execution would show as a second row.
 
-    python -m tests.processes.worker RECEIPTS DESTINATION REQUEST_ID [--crash-after-apply]
+    python -m tests.processes.worker STORE_URL DESTINATION REQUEST_ID [--crash-after-apply]
         [--now ISO] [--start-at EPOCH]
 """
 
@@ -68,7 +68,7 @@ def main() -> int:
     gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
                            resolvers=WorldResolvers(world),
                            executors={"createFollowUp": create_follow_up}, finder=find,
-                           store=open_store(f"sqlite:///{options.receipts}"),
+                           store=open_store(options.receipts),
                            clock=lambda: now, sleep=lambda s: time.sleep(min(s, 0.05)))
     while time.time() < options.start_at:  # line the processes up for the race
         time.sleep(0.001)
