@@ -142,9 +142,9 @@ def check(
     click.echo(f"user message:   {decision.user_message or '-'}")
     for candidate in decision.candidates:
         click.echo(f"candidate:      {json.dumps(candidate, ensure_ascii=False)}")
-    for shadow in decision.warnings:
-        click.echo(f"{shadow.mode}:          {shadow.rule} would give {shadow.error_class}: "
-                   f"{shadow.message}")
+    for shadow in decision.log.get("shadow", ()):
+        click.echo(f"{shadow['mode'] + ':':<15} {shadow['rule']} would give "
+                   f"{shadow['error_class']}: {shadow['message']}")
     versions = ", ".join(f"{k} {v}" for k, v in decision.versions.items())
     click.echo(f"versions:       {versions}")
     if explain:
@@ -225,6 +225,81 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
                 click.echo(f"  {failure}")
         click.echo(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
     sys.exit(1 if failed else 0)
+
+
+# test ---------------------------------------------------------------------------------------
+
+
+@main.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@click.option("--coverage", "show_coverage", is_flag=True,
+              help="Report the rules, routes and error classes no case exercised.")
+@click.option("--fail-under", "fail_under", type=click.FloatRange(0, 100), default=None,
+              help="Exit 1 when coverage is below this percentage (implies --coverage).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="List passing cases too.")
+@clear_errors
+def test_command(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
+                 show_coverage: bool, fail_under: float | None, output_format: str,
+                 verbose: bool) -> None:
+    """Run PolicyTest cases (default: those under the policies directory).
+
+    Prints every failing case with its file:line and expected against actual, field by
+    field, then `N passed, N failed`; exits 1 on any failure.
+    """
+    from .policytest import coverage, load_tests
+    from .scenarios import load_config_for, run_scenarios
+
+    config = load_config_for(contracts_dir, policies_dir)
+    cases = load_tests(paths or [Path(policies_dir)])
+    if not cases:
+        raise InputError("no PolicyTest cases found; see `callgate test --help` and the README")
+    results = run_scenarios(cases, config)
+    failed = [r for r in results if not r.passed]
+    report = coverage(config, results) if show_coverage or fail_under is not None else None
+    if output_format == "json":
+        click.echo(json.dumps({"passed": len(results) - len(failed), "failed": len(failed),
+                               "cases": [r.as_dict() for r in results],
+                               "coverage": report.as_dict() if report else None},
+                              indent=2, ensure_ascii=False, default=str))
+    else:
+        for result in results:
+            shadows = [shadow for step in result.steps
+                       for shadow in step.decision.log.get("shadow", ())]
+            if result.passed and not verbose and not shadows:
+                continue
+            click.echo(f"{'PASS' if result.passed else 'FAIL'} {result.location}: "
+                       f"{result.name}")
+            for failure in result.failures:
+                click.echo(f"  {failure}")
+            for shadow in shadows:  # what a rule in audit or warn mode would have done
+                click.echo(f"  {shadow['mode']}: {shadow['rule']} would give "
+                           f"{shadow['error_class']}: {shadow['message']}")
+        if report is not None:
+            _print_coverage(report)
+        click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    below = report is not None and fail_under is not None and report.percent < fail_under
+    if below and output_format == "text":
+        click.echo(f"coverage {report.percent:.1f}% is below --fail-under {fail_under:g}%"
+                   if report else "", err=True)
+    sys.exit(1 if failed or below else 0)
+
+
+def _print_coverage(report: Any) -> None:
+    click.echo("coverage:")
+    for document, rules in report.rules.items():
+        missing = sorted(name for name, hit in rules.items() if not hit)
+        line = f"  {document}: {len(rules) - len(missing)}/{len(rules)} rules fired"
+        click.echo(line + (f"; never fired: {', '.join(missing)}" if missing else ""))
+    for label, items in (("routes", report.routes), ("error classes", report.error_classes)):
+        missing = sorted(name for name, hit in items.items() if not hit)
+        line = (f"  {report.routing_document}: {len(items) - len(missing)}/{len(items)} "
+                f"{label} produced")
+        click.echo(line + (f"; never produced: {', '.join(missing)}" if missing else ""))
+    click.echo(f"  total: {report.percent:.1f}% ({report.covered}/{report.total})")
 
 
 # receipts and review ---------------------------------------------------------------------

@@ -48,6 +48,8 @@ from .documents import (
 from .source import NodePath, SourceDocument, iter_yaml_files, read_documents
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable")
+# Documents that live beside the policies but are not part of the gate.
+OTHER_KINDS = ("PolicyTest",)
 
 # The source article's default routes (SPEC §4); a RoutingTable overrides any of them.
 DEFAULT_ROUTES: Mapping[ErrorClass, Route] = {
@@ -251,6 +253,8 @@ class _Compiler:
                        "kind, metadata and spec")
             return
         kind = data.get("kind")
+        if kind in OTHER_KINDS:
+            return  # read by `callgate test`, not compiled into the gate
         if kind not in KINDS:
             self.error(source, ("kind",), "schema",
                        f"kind {kind!r} is not one of {', '.join(KINDS)}")

@@ -566,7 +566,8 @@ class Gate:
             arguments=call.arguments if call else None,
             call_id=call.call_id if call else None,
             candidates=candidates,
-            warnings=tuple(progress.shadow),
+            # warn-mode verdicts travel with the decision; audit ones only in the log
+            warnings=tuple(v for v in progress.shadow if v.mode == "warn"),
         )
 
 

@@ -132,13 +132,19 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     return scenarios
 
 
-def _scenario(document: SourceDocument, file: Path) -> Scenario:
+SCENARIO_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "steps",
+                           "expect"})
+
+
+def _scenario(document: SourceDocument, file: Path,
+              defaults: Mapping[str, Any] | None = None) -> Scenario:
+    """One scenario; ``defaults`` fills actor, world, now and faults it does not give."""
     data = document.data
     where = document.locate(())
     if not isinstance(data, dict) or "name" not in data or "steps" not in data:
         raise InputError(f"{where}: a scenario needs at least name and steps")
-    unknown = set(data) - {"name", "description", "actor", "world", "now", "faults", "steps",
-                           "expect"}
+    data = {**(defaults or {}), **data}
+    unknown = set(data) - SCENARIO_KEYS
     if unknown:
         raise InputError(f"{document.locate((sorted(unknown)[0], '<key>'))}: unknown scenario "
                          f"field {sorted(unknown)[0]!r}")

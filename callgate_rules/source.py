@@ -42,6 +42,16 @@ class SourceDocument:
         line, column = self.places.get((), (1, 1))
         return Location(self.path, line, column)
 
+    def sub(self, prefix: NodePath) -> SourceDocument:
+        """The node at ``prefix`` as a document of its own, still pointing into this file."""
+        size = len(prefix)
+        data: Any = self.data
+        for part in prefix:
+            data = data[part]
+        places = {path[size:]: place for path, place in self.places.items()
+                  if path[:size] == tuple(prefix)}
+        return SourceDocument(self.path, data, places, self.index)
+
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys, which YAML silently lets the last one win."""

@@ -39,7 +39,8 @@ double division is IEEE 754 (``-1.0/0.0`` is ``-inf``, ``0.0/0.0`` is NaN; cel-p
 ``inf`` for both); ``string(true)`` is ``"true"`` (cel-python: ``"True"``); an error inside
 ``map``/``filter``/``exists_one`` is absorbed by an enclosing ``&&``/``||``/``?:`` like any
 other (cel-python lets it escape); the three-argument ``map(x, filter, transform)`` works
-(cel-python always fails it).
+(cel-python always fails it); ``('a' + 'b').contains('a')`` works (cel-python's
+concatenation loses the string type that carries ``contains``).
 
 Left to cel-python (``compile_tree`` returns ``None``): unsigned integers, ``type()`` and
 type names as values, protobuf messages and packages, ``.name`` root-scope names, the
@@ -51,6 +52,7 @@ cel-python's qualified-name lookup does; callgate binds plain identifiers.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -71,7 +73,10 @@ def compile_tree(tree: Tree[Token]) -> Evaluator | None:
     if program is None:
         return None
     try:
-        code = compile(program.source, "<cel>", "exec")
+        with warnings.catch_warnings():
+            # "[1]['a']" draws a SyntaxWarning from CPython; in CEL it is a run-time error.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            code = compile(program.source, "<cel>", "exec")
     except (SyntaxError, RecursionError):
         return None  # nesting beyond what CPython compiles: cel-python copes
     exec(code, program.namespace)

@@ -192,7 +192,10 @@ class _Lowering:
 
     def _member_dot(self, tree: Tree[Token]) -> Node:
         operand_tree, field = tree.children
-        return Select(self.node(operand_tree), str(field))
+        operand = self.node(operand_tree)
+        if isinstance(operand, Const):  # constants are never maps
+            return Fail(f"no such overload: field selection on {runtime.kind(operand.value)}")
+        return Select(operand, str(field))
 
     def _member_index(self, tree: Tree[Token]) -> Node:
         container, key = (self.node(child) for child in tree.children)

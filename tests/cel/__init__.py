@@ -1,0 +1,1 @@
+"""Tests of callgate_rules.cel and its compiler."""
