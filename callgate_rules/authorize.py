@@ -27,19 +27,24 @@ class Permit:
     rule: str  # the deciding allow rule
 
 
-def check_actor(policies: AccessPolicies, actor: Mapping[str, Any]) -> None:
-    """The host's actor must match the declared actor schema: a bad actor is never trusted."""
-    if policies.actor_validator is None:
-        return
-    error = best_match(policies.actor_validator.iter_errors(actor))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "actor"
-        raise Rejection(
-            ErrorClass.FORBIDDEN,
-            f"the actor passed by the host does not match the declared actor schema: "
-            f"{where}: {error.message}",
-            rule="actor-schema",
-        )
+def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
+                session: Mapping[str, Any] | None = None) -> None:
+    """The host's actor and session facts must match their declared schemas: what does not
+    is never trusted."""
+    checks = ((policies.actor_validator, actor, "actor", "actor-schema"),
+              (policies.session_validator, session or {}, "session", "session-schema"))
+    for validator, value, name, rule in checks:
+        if validator is None:
+            continue
+        error = best_match(validator.iter_errors(value))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path) or name
+            raise Rejection(
+                ErrorClass.FORBIDDEN,
+                f"the {name} passed by the host does not match the declared {name} schema: "
+                f"{where}: {error.message}",
+                rule=rule,
+            )
 
 
 def authorize(

@@ -98,17 +98,24 @@ def _default_paths() -> list[Path]:
 @click.option("--actor", "actor_file", required=True, help="The actor, as the host knows them.")
 @click.option("--world", "world_file", help="Records for the look-ups: collection → list.")
 @click.option("--now", "now_text", help="The time of the decision, RFC 3339 (default: now).")
+@click.option("--session", "session_file", help="Facts about the session (YAML or JSON).")
+@click.option("--conversation", "conversation_file",
+              help="The messages that led to the call (OpenAI or Anthropic format), to work "
+                   "out where each argument value came from.")
 @click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
 @click.option("--policies", "policies_dir", default="policies", show_default=True)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("--explain", is_flag=True, help="Show each step and each rule evaluated.")
+@click.option("--explain", is_flag=True,
+              help="Show each step and each rule evaluated, and each argument's sources.")
 @clear_errors
 def check(
     call_file: str,
     actor_file: str,
     world_file: str | None,
     now_text: str | None,
+    session_file: str | None,
+    conversation_file: str | None,
     contracts_dir: str,
     policies_dir: str,
     output_format: str,
@@ -125,8 +132,18 @@ def check(
         else {}
     config = load([p for p in (contracts_dir, policies_dir) if Path(p).exists()] or
                   [contracts_dir])
+    session = read_data_file(session_file, "the session") if session_file else None
+    if session is not None and not isinstance(session, dict):
+        raise InputError(f"{session_file}: the session must be a mapping such as "
+                         "{authenticated: true}")
+    conversation = read_data_file(conversation_file, "the conversation") \
+        if conversation_file else None
     gate = Gate(config, resolvers=WorldResolvers(world))
-    decision = gate.check(model_output, actor=actor, now=now)
+    try:
+        decision = gate.check(model_output, actor=actor, now=now, session=session,
+                              conversation=conversation)
+    except ValueError as error:  # a conversation in no known format
+        raise InputError(f"{conversation_file}: {error}") from None
     if output_format == "json":
         payload = decision.as_dict()
         if not explain:
@@ -424,6 +441,42 @@ def _utc_now() -> datetime:
     from datetime import UTC
 
     return datetime.now(UTC)
+
+
+# eval ---------------------------------------------------------------------------------------
+
+
+@main.command("eval")
+@click.argument("control_set", type=click.Path(path_type=Path))
+@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--fail-under", "fail_under", type=click.FloatRange(0, 100), default=None,
+              help="Exit 1 when the share of correct actions is below this percentage.")
+@clear_errors
+def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, output_format: str,
+                 fail_under: float | None) -> None:
+    """Score recorded model outputs against a control set's expected outcomes.
+
+    Function choice, arguments and the gate's outcome are scored separately; wrong calls
+    are counted by reason. Nothing is executed. Exits 0 whatever the figures (it is a
+    measurement) unless --fail-under is given and the share of correct actions is below it.
+    """
+    from .evaluation import evaluate, load_control_set, report_lines
+    from .scenarios import load_config_for
+
+    requests = load_control_set(control_set)
+    evaluation = evaluate(requests, load_config_for(contracts_dir, policies_dir))
+    if output_format == "json":
+        click.echo(json.dumps(evaluation.as_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        for line in report_lines(evaluation):
+            click.echo(line)
+    if fail_under is not None and evaluation.below(fail_under):
+        click.echo(f"callgate: {evaluation.totals.correct_actions.percent:.1f}% correct "
+                   f"actions is below --fail-under {fail_under:g}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from .documents import (
     Rule,
     Template,
 )
+from .provenance import Thresholds
 from .source import NodePath, SourceDocument, iter_yaml_files, read_documents
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable")
@@ -107,6 +108,7 @@ class Compilation:
     access_rules: tuple[AccessRule, ...] = ()
     actor_schema: Mapping[str, Any] | None = None
     routing_source: SourceDocument | None = None
+    session_schema: Mapping[str, Any] | None = None
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -155,6 +157,7 @@ def compile_documents(sources: Iterable[SourceDocument]) -> Compilation:
         access_rules=tuple(compiler.access_rules),
         actor_schema=compiler.actor_schema,
         routing_source=compiler.routing_source,
+        session_schema=compiler.session_schema,
     )
 
 
@@ -232,6 +235,7 @@ class _Compiler:
         self.access_rules: list[AccessRule] = []
         self.policy_documents: list[DocumentRef] = []
         self.actor_schema: Mapping[str, Any] | None = None
+        self.session_schema: Mapping[str, Any] | None = None
         self.routing: Routing | None = None
         self.routing_source: SourceDocument | None = None
         self.documents: list[DocumentRef] = []
@@ -455,6 +459,18 @@ class _Compiler:
     def _add_policy(self, source: SourceDocument, ref: DocumentRef) -> None:
         spec = source.data["spec"]
         self.policy_documents.append(ref)
+        if "session" in spec:
+            if self.session_schema is not None:
+                self.error(source, ("spec", "session"), "duplicate-session-schema",
+                           "the session schema is already declared by another AccessPolicy; "
+                           "declare it once")
+            else:
+                try:
+                    Draft202012Validator.check_schema(spec["session"])
+                    self.session_schema = spec["session"]
+                except SchemaError as error:
+                    self.error(source, ("spec", "session"), "schema",
+                               f"spec.session is not a valid JSON Schema: {error.message}")
         if "actor" in spec:
             if self.actor_schema is not None:
                 self.error(source, ("spec", "actor"), "duplicate-actor-schema",
@@ -512,6 +528,9 @@ class _Compiler:
                 actor_validator=actor_validator,
                 actor_schema=self.actor_schema,
                 documents=tuple(self.policy_documents),
+                session_validator=argument_validator(self.session_schema)
+                if self.session_schema is not None else None,
+                session_schema=self.session_schema,
             ),
             routing=self.routing or build_routing({}, None),
             documents=tuple(self.documents),
@@ -564,6 +583,18 @@ def build_routing(spec: Mapping[str, Any], ref: DocumentRef | None) -> Routing:
         lease_seconds=parse_duration(receipts.get("lease", "60s")),
         retention_seconds=parse_duration(receipts.get("retention", "720h")),
         document=ref,
+        provenance=_thresholds(spec.get("provenance", {})),
+    )
+
+
+def _thresholds(spec: Mapping[str, Any]) -> Thresholds:
+    defaults = Thresholds()
+    common = spec.get("common_values")
+    return Thresholds(
+        min_string_length=spec.get("min_string_length", defaults.min_string_length),
+        min_number_digits=spec.get("min_number_digits", defaults.min_number_digits),
+        common_values=frozenset(v.casefold() for v in common) if common is not None
+        else defaults.common_values,
     )
 
 

@@ -17,6 +17,7 @@ from jsonschema.protocols import Validator
 
 from .cel import CompiledExpression
 from .errors import ErrorClass, Location, Route
+from .provenance import Thresholds
 
 
 class Mode(StrEnum):
@@ -213,6 +214,8 @@ class AccessPolicies:
     actor_validator: Validator | None = field(repr=False)
     actor_schema: Mapping[str, Any] | None
     documents: tuple[DocumentRef, ...]
+    session_validator: Validator | None = field(default=None, repr=False)
+    session_schema: Mapping[str, Any] | None = None
 
     def rules_for(self, tool: str) -> tuple[AccessRule, ...]:
         return tuple(rule for rule in self.rules if rule.applies_to(tool))
@@ -258,6 +261,7 @@ class Routing:
     lease_seconds: float
     retention_seconds: float
     document: DocumentRef | None  # None: the built-in defaults
+    provenance: Thresholds = Thresholds()
 
     def route_for(self, error_class: ErrorClass) -> Route:
         return self.routes[error_class]

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import authorize, confirmation, decision_log, parse, propose, validate
+from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
 from .canonical import arguments_hash, operation_id
 from .compiler import load
 from .decision import Decision, ShadowVerdict, TraceEntry
@@ -34,6 +34,7 @@ from .errors import ConfirmationError, ErrorClass, Route
 from .execute import ExecutionRequest, Executor, Failed, Finder, send
 from .messages import agent_message, user_message
 from .outcome import Rejection
+from .provenance import Conversation, read_conversation
 from .route import FAILURES, Ending, Run, Sleep, State, WriteMachine, backoff_delay, limit_route
 from .store import open_store
 from .store.base import NewOperation, ReceiptState, ReceiptStore
@@ -56,6 +57,8 @@ class _Progress:
     variables: dict[str, Any] = field(default_factory=dict)
     permit: str | None = None
     started: float = 0.0
+    session: dict[str, Any] = field(default_factory=dict)
+    conversation: Conversation | None = None
     contract_only: Contract | None = None  # known before the call fully parsed
 
     @property
@@ -121,15 +124,25 @@ class Gate:
         actor: Mapping[str, Any],
         now: datetime | None = None,
         request_id: str | None = None,
+        session: Mapping[str, Any] | None = None,
+        conversation: Any = None,
     ) -> Decision:
-        """Decide about one proposal without executing anything (steps 1–4 and the route)."""
+        """Decide about one proposal without executing anything (steps 1–4 and the route).
+
+        ``session`` holds facts about the session that no argument can prove (declared by
+        the AccessPolicy's ``session`` schema); ``conversation`` is the message list that
+        led to the proposal (OpenAI or Anthropic format), from which the ``provenance`` of
+        every argument value is worked out."""
         return self._check(model_output, actor, now or self.clock(),
-                           request_id or uuid.uuid4().hex)[0]
+                           request_id or uuid.uuid4().hex, session, conversation)[0]
 
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
-               request_id: str) -> tuple[Decision, _Progress]:
+               request_id: str, session: Mapping[str, Any] | None = None,
+               conversation: Any = None) -> tuple[Decision, _Progress]:
         started = time.perf_counter()
-        progress = _Progress(started=started)
+        progress = _Progress(started=started, session=dict(session or {}),
+                             conversation=read_conversation(conversation)
+                             if conversation is not None else None)
         try:
             self._decide(model_output, actor, now, progress)
         except Rejection as rejection:
@@ -153,13 +166,21 @@ class Gate:
         validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
         variables = progress.variables = {
             "args": call.arguments, "actor": actor, "now": now, "tool": contract.name,
+            "session": progress.session,
         }
         policies = self.config.policies
-        authorize.check_actor(policies, actor)
+        authorize.check_actor(policies, actor, progress.session)
         validate.references(  # 3 VALIDATE: referenced records, from the actor's view
             contract, variables, self.resolvers,
             authorize.may_see(policies, contract, variables), trace,
         )
+        variables["provenance"] = provenance.trace_sources(  # where each value came from
+            call.arguments, progress.conversation, _looked_up(contract, variables),
+            self.config.routing.provenance)
+        if progress.conversation is not None:
+            for path, sources in provenance.flatten(variables["provenance"]):
+                trace.append(TraceEntry("validate", f"provenance {path}",
+                                        ", ".join(sources) or "nowhere"))
         permit = authorize.authorize(  # 4 AUTHORIZE
             policies, contract, variables, trace, progress.shadow)
         progress.permit = permit.rule
@@ -175,6 +196,8 @@ class Gate:
         request_id: str,
         run: Run | None = None,
         now: datetime | None = None,
+        session: Mapping[str, Any] | None = None,
+        conversation: Any = None,
     ) -> Decision:
         """All seven steps for one proposal: decide, then execute at most once, reconcile and
         route. ``request_id`` identifies the user's request: the same call proposed twice
@@ -182,7 +205,8 @@ class Gate:
         so its budgets (calls per tool, failures, regenerations, deadline) hold."""
         now = now or self.clock()
         run = run or Run(started_at=now)
-        decision, progress = self._check(model_output, actor, now, request_id)
+        decision, progress = self._check(model_output, actor, now, request_id, session,
+                                         conversation)
         limit = run.limit_reached(self.config.routing.budgets, decision.tool, now)
         if limit is not None:
             decision = self._limit_path(decision, limit)
@@ -211,6 +235,7 @@ class Gate:
         actor: Mapping[str, Any],
         confirmed_by: str,
         now: datetime | None = None,
+        session: Mapping[str, Any] | None = None,
     ) -> Decision:
         """The separate server-side step that executes a confirmed write: the actor's rights
         are checked again, the token must match operation, actor and arguments and be
@@ -225,7 +250,7 @@ class Gate:
             return self._record(self._refused_confirmation(
                 "no operation is waiting for this confirmation"))
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        decision, progress = self._check(call, actor, now, receipt.request_id)
+        decision, progress = self._check(call, actor, now, receipt.request_id, session)
         if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:
             return self._record(decision)  # rights or rules changed since the draft
         try:
@@ -253,7 +278,7 @@ class Gate:
             return self._ended(decision, progress, self._read(contract, progress, actor), None)
         machine = self._machine(decision, progress, actor, request_id)
         operation = machine.operation
-        if contract.confirmation.required:
+        if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
             return self._hold(decision, progress, operation, actor)
         ending = machine.run()
         return self._ended(decision, progress, ending, operation.operation_id)
@@ -609,7 +634,34 @@ def _draft(contract: Contract, variables: Mapping[str, Any]) -> str:
     lines = [summary + ":"]
     for key, value in variables.get("args", {}).items():
         lines.append(f"  {key}: {value if isinstance(value, str) else _compact(value)}")
+    # Only the values whose origin a rule of this contract cares about get a warning.
+    watched = {".".join(("args", *path[1:])) for rule in contract.rules
+               for path in rule.expression.references if path[0] == "provenance"}
+    sources = dict(provenance.flatten(variables.get("provenance", {})))
+    for path, found in sources.items():
+        if path not in watched:
+            continue
+        if found and all(s.startswith(provenance.TOOL) for s in found):
+            tools = ", ".join(s.split(":", 1)[1] for s in found if ":" in s) or "a tool"
+            lines.append(f"WARNING: {path.removeprefix('args.')} was not given by the user: "
+                         f"it appears only in content the assistant read ({tools}). "
+                         "Check it before you confirm.")
+        elif not found:
+            lines.append(f"WARNING: {path.removeprefix('args.')} appears nowhere in the "
+                         "conversation or the records: the assistant produced it.")
     return "\n".join(lines)
+
+
+def _looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The records looked up for this call, flattened: evidence of where a value came from."""
+    records: list[Mapping[str, Any]] = []
+    for lookup in contract.lookups:
+        value = variables.get(lookup.name)
+        if isinstance(value, Mapping):
+            records.append(value)
+        elif isinstance(value, list):
+            records.extend(v for v in value if isinstance(v, Mapping))
+    return records
 
 
 def _compact(value: Any) -> str:

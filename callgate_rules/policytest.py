@@ -41,7 +41,7 @@ from .scenarios import Scenario, ScenarioResult, _scenario, run_scenarios
 from .source import iter_yaml_files, parse_yaml_text
 
 CASE_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "propose",
-                       "steps", "expect"})
+                       "steps", "expect", "session", "conversation"})
 
 
 def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
@@ -62,7 +62,8 @@ def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
             if not isinstance(spec, dict) or not isinstance(spec.get("cases"), list):
                 raise InputError(f"{document.locate(('spec',))}: a PolicyTest needs "
                                  "spec.cases, a list of cases")
-            defaults = {k: spec[k] for k in ("actor", "world", "now", "faults") if k in spec}
+            defaults = {k: spec[k] for k in ("actor", "world", "now", "faults", "session")
+                        if k in spec}
             for index, case in enumerate(spec["cases"]):
                 cases.append(_case(document.sub(("spec", "cases", index)), file, defaults))
     return cases

@@ -7,6 +7,8 @@ A scenario file holds one or more YAML documents, each a scenario::
     world: ../world.yaml              # a path or a mapping of collections
     now: "2026-11-29T12:00:00Z"
     faults: {createFollowUp: {timeout_after_applying: 1}}
+    session: {authenticated: true}    # facts about the session (optional)
+    conversation: [...]               # the messages that led to the proposals (optional)
     steps:
       - propose: {name: createFollowUp, arguments: {...}}   # any accepted model format
         expect: {route: return_result, writes: 1}
@@ -42,11 +44,12 @@ from .store.base import ReceiptStore
 from .world import WorldResolvers, check_world
 
 DEFAULT_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-STEP_KEYS = frozenset({"propose", "confirm", "expect", "request_id", "actor", "as"})
+STEP_KEYS = frozenset({"propose", "confirm", "expect", "request_id", "actor", "session",
+                       "conversation"})
 EXPECT_KEYS = frozenset({
     "route", "error_class", "rule", "writes", "writes_by_tool", "agent_message_contains",
     "agent_message_excludes", "user_message_contains", "user_message_excludes",
-    "draft_contains", "candidates", "limit_path", "late_confirmation",
+    "draft_contains", "draft_excludes", "candidates", "limit_path", "late_confirmation",
 })
 
 
@@ -118,6 +121,8 @@ class Scenario:
     faults: Mapping[str, Any]
     steps: tuple[Mapping[str, Any], ...]
     expect: Mapping[str, Any] = field(default_factory=dict)
+    session: Mapping[str, Any] = field(default_factory=dict)
+    conversation: Any = None  # the messages before the first step, if the scenario has any
 
 
 def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
@@ -133,7 +138,7 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
 
 
 SCENARIO_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "steps",
-                           "expect"})
+                           "expect", "session", "conversation"})
 
 
 def _scenario(document: SourceDocument, file: Path,
@@ -178,11 +183,13 @@ def _scenario(document: SourceDocument, file: Path,
         faults=faults,
         steps=tuple(steps),
         expect=data.get("expect", {}),
+        session=data.get("session") or {},
+        conversation=_resolve(data.get("conversation"), file, "the conversation"),
     )
 
 
 def _resolve(value: Any, file: Path, what: str) -> Any:
-    if isinstance(value, str):
+    if isinstance(value, str) and value.endswith((".yaml", ".yml", ".json")):
         return read_data_file(str((file.parent / value)), what)
     return value
 
@@ -216,6 +223,8 @@ def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
     draft_token: str | None = None  # the newest draft's token, for `confirm` steps
     for index, step in enumerate(scenario.steps):
         actor = step.get("actor", scenario.actor)
+        session = step.get("session", scenario.session)
+        conversation = step.get("conversation", scenario.conversation)
         request_id = request_prefix + str(step.get("request_id", scenario.name))
         if "confirm" in step:
             confirm = step["confirm"] or {}
@@ -224,11 +233,11 @@ def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
             if not token:
                 failures.append(f"step {index + 1}: nothing to confirm (no draft before it)")
                 break
-            decision = gate.confirm(token, actor=actor,
+            decision = gate.confirm(token, actor=actor, session=session,
                                     confirmed_by=str((confirm or {}).get("by", "user")))
         else:
             decision = gate.handle(step["propose"], actor=actor, request_id=request_id,
-                                   run=run)
+                                   run=run, session=session, conversation=conversation)
         last = decision
         draft_token = decision.confirmation_token or draft_token
         writes = simulator.write_count()

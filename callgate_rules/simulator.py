@@ -33,7 +33,7 @@ from .execute import ExecutionRequest, Executor
 Idempotency = Literal["honor", "ignore"]
 Record = dict[str, Any]
 
-WRITE_TOOLS = frozenset({"createFollowUp", "createEvent", "sendEmail"})
+WRITE_TOOLS = frozenset({"createFollowUp", "createEvent", "sendEmail", "sendPayment"})
 READ_TOOLS = frozenset({"getTicketStatus", "searchContacts", "getInvoice"})
 TOOLS = WRITE_TOOLS | READ_TOOLS
 
@@ -41,6 +41,7 @@ TOOLS = WRITE_TOOLS | READ_TOOLS
 FOLLOW_UPS = "follow_ups"
 EVENTS = "events"
 EMAILS = "emails"
+PAYMENTS = "payments"
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ class Simulator:
         self._world: dict[str, list[Record]] = {
             name: copy.deepcopy(list(records)) for name, records in world.items()
         }
-        for created in (FOLLOW_UPS, EVENTS, EMAILS):
+        for created in (FOLLOW_UPS, EVENTS, EMAILS, PAYMENTS):
             self._world.setdefault(created, [])
         self._faults: dict[str, Faults] = {}
         self._remaining: dict[str, _Remaining] = {}
@@ -391,6 +392,16 @@ class Simulator:
         self._world[EVENTS].append(copy.deepcopy(event))
         return event
 
+    def _send_payment(self, request: ExecutionRequest, arguments: Record) -> Record:
+        payment_id = self._ids.next("P")
+        payment: Record = {
+            "id": payment_id, "iban": arguments["recipientIban"],
+            "amount": arguments["amount"], "currency": arguments["currency"],
+            "operationId": request.operation_id,
+        }
+        self._world[PAYMENTS].append(copy.deepcopy(payment))
+        return payment
+
     def _send_email(self, request: ExecutionRequest, arguments: Record) -> Record:
         message_id = self._ids.next("M")
         self._world[EMAILS].append({
@@ -455,6 +466,7 @@ _WRITES: dict[str, Callable[[Simulator, ExecutionRequest, Record], Any]] = {
     "createFollowUp": Simulator._create_follow_up,
     "createEvent": Simulator._create_event,
     "sendEmail": Simulator._send_email,
+    "sendPayment": Simulator._send_payment,
 }
 _READS: dict[str, Callable[[Simulator, ExecutionRequest], Any]] = {
     "getTicketStatus": Simulator._get_ticket_status,
@@ -478,6 +490,7 @@ _ECHOED_FIELDS = {
     "getTicketStatus": ("id",),
     "getInvoice": ("number",),
     "searchContacts": ("id",),
+    "sendPayment": ("iban",),
 }
 
 # The field a later edit changes, among those each contract's ``reconcile.match`` compares.
@@ -485,6 +498,7 @@ _EDITED_FIELD = {
     "createFollowUp": "dueAt",
     "createEvent": "startsAt",
     "sendEmail": "to",
+    "sendPayment": "amount",
 }
 
 

@@ -239,7 +239,12 @@ def business_rules(
     trace: list[TraceEntry],
     shadow: list[ShadowVerdict],
 ) -> None:
-    """Evaluate the contract's rules in declared order; the first enforced violation stops."""
+    """Evaluate the contract's rules in declared order; the first enforced violation stops.
+
+    A violated rule that asks for a person's confirmation (error class
+    ``confirmation_required``) does not stop the others: every later rule must still pass,
+    since the person confirms this call, not an exception from the rules."""
+    needs_confirmation: list[Rejection] = []
     for rule in contract.rules:
         passed, error = evaluate_rule(rule, variables)
         result = "pass" if passed else ("error" if error else "fail")
@@ -253,7 +258,7 @@ def business_rules(
             shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
                                         str(rule.error_class), message))
             continue
-        raise Rejection(
+        rejection = Rejection(
             rule.error_class,
             f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
             rule=f"{contract.name}/{rule.name}",
@@ -263,6 +268,12 @@ def business_rules(
             route=rule.route,
             extra={"evaluation_error": error} if error else {},
         )
+        if rule.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+            needs_confirmation.append(rejection)
+            continue
+        raise rejection
+    if needs_confirmation:
+        raise needs_confirmation[0]
 
 
 def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str | None]:

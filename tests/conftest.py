@@ -49,7 +49,9 @@ class Calls:
                 "tool_calls": [cls.openai_tool_call(name, arguments, call_id)]}
 
     @classmethod
-    def openai_completion(cls, name: Any, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+    def openai_completion(
+        cls, name: Any, arguments: Any, call_id: str = "call_1"
+    ) -> dict[str, Any]:
         return {"id": "chatcmpl-1", "object": "chat.completion",
                 "choices": [{"index": 0, "finish_reason": "tool_calls",
                              "message": cls.openai_chat(name, arguments, call_id)}]}
@@ -151,13 +153,15 @@ def now() -> datetime:
 @pytest.fixture(scope="session")
 def reference_world() -> dict[str, list[dict[str, Any]]]:
     """examples/world.yaml; treat as read-only (copy it with ``copy.deepcopy`` to change)."""
-    return load_yaml(WORLD_FILE)
+    world: dict[str, list[dict[str, Any]]] = load_yaml(WORLD_FILE)
+    return world
 
 
 @pytest.fixture(scope="session")
 def dana() -> dict[str, Any]:
     """The acme agent of examples/actors/dana.yaml; read-only, build variants with {**dana}."""
-    return load_yaml(DANA_FILE)
+    actor: dict[str, Any] = load_yaml(DANA_FILE)
+    return actor
 
 
 @pytest.fixture(scope="session")

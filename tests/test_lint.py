@@ -256,8 +256,8 @@ def test_unknown_variable_is_an_error(project: Any) -> None:
     [finding] = project.run("contract.yaml")
     assert summary([finding]) == [
         ("contract.yaml", place(text, "closed_status")[0], 7, "error", "unknown-variable")]
-    assert "'closed_status' is not defined here; known: actor, args, now, ticket, tool" in (
-        finding.message)
+    assert "'closed_status' is not defined here; known: actor, args, now, " in finding.message
+    assert finding.message.endswith(", ticket, tool")
 
 
 def test_variable_of_a_later_lookup_is_unknown_in_an_earlier_key(project: Any) -> None:
@@ -430,7 +430,7 @@ def test_second_document_schema_error_points_into_the_second_document(project: A
         ("both.yaml", *place(text, "clash"), "error", "schema")]
 
 
-# The command ----------------------------------------------------------------------------------------
+# The command --------------------------------------------------------------------------------------
 
 
 def test_lint_json_output_parses_with_every_field(project: Any) -> None:
