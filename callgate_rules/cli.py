@@ -20,6 +20,7 @@ import click
 from .compiler import load
 from .errors import CallgateError, ConfigError, InputError, StoreConfigError
 from .gate import Gate
+from .lint import FORMATS, render
 from .lint import lint as run_lint
 from .source import read_data_file
 from .world import WorldResolvers, check_world
@@ -61,24 +62,33 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text",
+              show_default=True,
+              help="text: file:line:col lines; json; github: Actions annotations; "
+                   "sarif: a SARIF 2.1.0 log for code scanning.")
+@click.option("--since", metavar="GIT_REF",
+              help="Also check that every document changed since GIT_REF raised its "
+                   "metadata.version, and that no tool was removed or narrowed unannounced.")
+@click.option("--allow-removed", "allow_removed", multiple=True, metavar="NAME",
+              help="With --since: a tool whose removal is intended (repeatable).")
 @clear_errors
-def lint(paths: tuple[Path, ...], output_format: str) -> None:
-    """Check documents for CI: schema, CEL, variables and fields, routes, examples.
+def lint(paths: tuple[Path, ...], output_format: str, since: str | None,
+         allow_removed: tuple[str, ...]) -> None:
+    """Check documents for CI: schema, CEL, variables and fields, routes, examples, rules
+    that cannot fire, and (with --since) version bumps.
 
     PATHS default to `contracts policies`. Prints `file:line:col: severity code message`,
     one finding a line; exits 1 when there is any error.
     """
-    findings = run_lint(paths or _default_paths())
+    if allow_removed and since is None:
+        raise InputError("--allow-removed only applies with --since GIT_REF")
+    findings = run_lint(paths or _default_paths(), since=since, allow_removed=allow_removed)
     errors = sum(1 for f in findings if f.severity == "error")
-    if output_format == "json":
-        click.echo(json.dumps([f.as_dict() for f in findings], indent=2))
-    else:
-        for finding in findings:
-            click.echo(str(finding))
-        warnings = len(findings) - errors
-        click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+    report = render(findings, output_format)
+    if report:
+        click.echo(report)
+    if output_format in ("text", "github"):
+        click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)", err=True)
     sys.exit(1 if errors else 0)
 
 

@@ -217,9 +217,10 @@ def is_evidence(value: Any, thresholds: Thresholds) -> bool:
             return False
         return _significant_digits(number) >= thresholds.min_number_digits
     if isinstance(value, str):
-        folded = _fold(value)
-        return (len(_squash(folded)) >= thresholds.min_string_length
-                and folded not in thresholds.common_values)
+        # the length as written: NFKC may expand one character into several ("¼" → "1⁄4")
+        length = len("".join(value.split()))
+        return (min(length, len(_squash(_fold(value)))) >= thresholds.min_string_length
+                and _fold(value) not in thresholds.common_values)
     return False
 
 

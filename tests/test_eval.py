@@ -27,58 +27,76 @@ SHIPPED = REPO / "examples" / "control_set.yaml"
 CONFIG_OPTIONS = ["--contracts", str(REPO / "contracts"), "--policies", str(REPO / "policies")]
 
 # Eleven requests, one per scoring path; the figures below are counted by hand from it.
-HAND_COUNTED = f"""\
-actor: {{id: U-7, tenant: acme, role: agent, teams: [billing], organizations: [org-northwind],
-        email_domain: acme.example}}
-world: {REPO / "examples" / "world.yaml"}
+HAND_COUNTED = """\
+actor: {id: U-7, tenant: acme, role: agent, teams: [billing], organizations: [org-northwind],
+        email_domain: acme.example}
+world: WORLD_FILE
 now: "2026-11-29T12:00:00Z"
 requests:
   - id: right-read                # all right
     request: Status of T-1001?
-    output: {{name: getTicketStatus, arguments: {{ticketId: T-1001}}}}
-    expect: {{tool: getTicketStatus, arguments: {{ticketId: T-1001}}, error_class: none}}
+    output: {name: getTicketStatus, arguments: {ticketId: T-1001}}
+    expect: {tool: getTicketStatus, arguments: {ticketId: T-1001}, error_class: none}
   - id: model-typo-stopped         # arguments wrong; the gate stops it: not_found
     request: Status of T-1001?
-    output: {{name: getTicketStatus, arguments: {{ticketId: T-1010}}}}
-    expect: {{tool: getTicketStatus, arguments: {{ticketId: T-1001}}, error_class: none}}
+    output: {name: getTicketStatus, arguments: {ticketId: T-1010}}
+    expect: {tool: getTicketStatus, arguments: {ticketId: T-1001}, error_class: none}
   - id: refusal-by-other-tool      # tool wrong, but the refusal expected: a correct action
     request: Status of T-2001?
-    output: {{name: createFollowUp, arguments: {{ticketId: T-2001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}}}}
-    expect: {{tool: getTicketStatus, arguments: {{ticketId: T-2001}}, error_class: forbidden}}
+    output:
+      name: createFollowUp
+      arguments: {ticketId: T-2001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}
+    expect: {tool: getTicketStatus, arguments: {ticketId: T-2001}, error_class: forbidden}
   - id: correction-ignored         # arguments wrong, let through: outcome right, action wrong
     request: Follow-up on T-1001 for me on the 15th; no, the 16th
-    output: {{name: createFollowUp, arguments: {{ticketId: T-1001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}}}}
-    expect: {{tool: createFollowUp, arguments: {{dueAt: "2026-12-16T09:00:00Z"}}, error_class: none}}
+    output:
+      name: createFollowUp
+      arguments: {ticketId: T-1001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}
+    expect:
+      tool: createFollowUp
+      arguments: {dueAt: "2026-12-16T09:00:00Z"}
+      error_class: none
   - id: wrong-tool-let-through
     request: Remind me on T-1001 to call Boris back on the 15th
-    output: {{name: createEvent, arguments: {{contact: Boris Ivanov, title: Call back, startsAt: "2026-12-15T09:00:00Z"}}}}
-    expect: {{tool: createFollowUp, arguments: {{ticketId: T-1001}}, error_class: none}}
+    output:
+      name: createEvent
+      arguments: {contact: Boris Ivanov, title: Call back, startsAt: "2026-12-15T09:00:00Z"}
+    expect: {tool: createFollowUp, arguments: {ticketId: T-1001}, error_class: none}
   - id: unneeded-call
     request: What's the status of my ticket?
-    output: {{name: getTicketStatus, arguments: {{ticketId: T-1001}}}}
-    expect: {{tool: none}}
+    output: {name: getTicketStatus, arguments: {ticketId: T-1001}}
+    expect: {tool: none}
   - id: missing-call
     request: Which contacts named Boris do we have?
     output: none
-    expect: {{tool: searchContacts, arguments: {{name: Boris}}, error_class: none}}
+    expect: {tool: searchContacts, arguments: {name: Boris}, error_class: none}
   - id: no-call-right
     request: Thanks!
     output: null
-    expect: {{tool: none}}
+    expect: {tool: none}
   - id: confirmation-right         # an execution held for a person: arguments count
     request: E-mail Boris about T-1001
-    output: {{name: sendEmail, arguments: {{to: boris@northwind.example, subject: T-1001, body: Hello}}}}
-    expect: {{tool: sendEmail, arguments: {{to: boris@northwind.example}}, error_class: confirmation_required, route: await_confirmation}}
+    output:
+      name: sendEmail
+      arguments: {to: boris@northwind.example, subject: T-1001, body: Hello}
+    expect:
+      tool: sendEmail
+      arguments: {to: boris@northwind.example}
+      error_class: confirmation_required
+      route: await_confirmation
   - id: unreadable-output          # the gate cannot read it: malformed
     request: Status of T-1001?
-    output: 'not JSON {{'
-    expect: {{tool: getTicketStatus, error_class: none}}
+    output: 'not JSON {'
+    expect: {tool: getTicketStatus, error_class: none}
   - id: viewer-may-not-write       # a per-request actor overrides the default one
     request: Follow-up on T-1001 for Dana on the 15th
-    actor: {{id: U-9, tenant: acme, role: viewer}}
-    output: {{name: createFollowUp, arguments: {{ticketId: T-1001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}}}}
-    expect: {{tool: createFollowUp, arguments: {{ticketId: T-1001}}, error_class: forbidden, route: refuse}}
-"""
+    actor: {id: U-9, tenant: acme, role: viewer}
+    output:
+      name: createFollowUp
+      arguments: {ticketId: T-1001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}
+    expect: {tool: createFollowUp, arguments: {ticketId: T-1001}, error_class: forbidden,
+             route: refuse}
+""".replace("WORLD_FILE", str(REPO / "examples" / "world.yaml"))
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,6 @@ ALL_CONTRACTS = {
     "ToolContract/createEvent", "ToolContract/createFollowUp", "ToolContract/getInvoice",
     "ToolContract/getTicketStatus", "ToolContract/searchContacts", "ToolContract/sendEmail",
 }
-POLICY_VERSIONS = {
-    "AccessPolicy/support-desk-access": "1.0.0", "RoutingTable/support-desk-routing": "1.0.0",
-}
 PROPERTY_SETTINGS = settings(
     deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow],
 )
@@ -786,7 +783,9 @@ SCENARIOS: dict[str, Any] = {
 
 
 @pytest.mark.parametrize("outcome", sorted(SCENARIOS))
-def test_every_decision_carries_messages_versions_and_a_trace(check: Any, outcome: str) -> None:
+def test_every_decision_carries_messages_versions_and_a_trace(
+    check: Any, gate: Any, outcome: str
+) -> None:
     decision = check(SCENARIOS[outcome])
     assert (decision.error_class or "execute") == outcome
     assert decision.route in Route
@@ -798,7 +797,11 @@ def test_every_decision_carries_messages_versions_and_a_trace(check: Any, outcom
     log = decision.log
     assert log["route"] == decision.route and log["error_class"] == decision.error_class
     assert log["versions"] == decision.versions
-    assert set(POLICY_VERSIONS.items()) <= set(decision.versions.items())
+    policy_versions = {ref.key: ref.version for ref in gate.config.documents
+                       if ref.kind in ("AccessPolicy", "RoutingTable")}
+    assert {"AccessPolicy/support-desk-access", "RoutingTable/support-desk-routing"} <= (
+        policy_versions.keys())
+    assert policy_versions.items() <= decision.versions.items()
     if decision.tool is not None:
         assert decision.versions[f"ToolContract/{decision.tool}"] == decision.contract_version
         assert log["contract_version"] == decision.contract_version
