@@ -13,6 +13,7 @@ A control set is one YAML document::
     world: world.yaml                # default world: a path or a mapping of collections
     now: "2026-11-29T12:00:00Z"      # default time of the decisions (default: the same as
                                      # scenarios', 2026-11-29T12:00:00Z)
+    session: {authenticated: true}   # default session facts (optional; a path or a mapping)
     requests:
       - id: status-ordinary          # unique within the file
         request: What's the status of T-1001?   # the user's words, for people reading the report
@@ -22,7 +23,10 @@ A control set is one YAML document::
           arguments: {ticketId: T-1001}
           error_class: none
           route: execute             # optional
-        # actor, world, now: optional, override the defaults for this request
+        conversation: [...]          # optional: the messages that led to the output (OpenAI or
+                                     # Anthropic format, or a path), so the gate can trace
+                                     # where each argument value came from
+        # actor, world, now, session, conversation: optional, override the defaults
 
 - ``output`` is the model output recorded for the request, in any format the gate accepts
   (a mapping, a list or a JSON text), or ``none`` when the model answered without a tool
@@ -73,7 +77,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,14 +89,16 @@ from .documents import GateConfig, InputLimits
 from .errors import ErrorClass, InputError, Location, Route
 from .gate import Gate
 from .outcome import Rejection
+from .provenance import read_conversation
 from .scenarios import DEFAULT_NOW
 from .source import NodePath, SourceDocument, read_data_file, read_documents
 from .validate import Record
 from .world import WorldResolvers, check_world
 
 NONE = "none"  # how a control set writes "no tool call" and "no error class"
-CONTROL_SET_KEYS = frozenset({"description", "actor", "world", "now", "requests"})
-REQUEST_KEYS = frozenset({"id", "request", "output", "expect", "actor", "world", "now"})
+CONTEXT_KEYS = frozenset({"actor", "world", "now", "session", "conversation"})
+CONTROL_SET_KEYS = frozenset({"description", "requests"}) | CONTEXT_KEYS
+REQUEST_KEYS = frozenset({"id", "request", "output", "expect"}) | CONTEXT_KEYS
 EXPECT_KEYS = frozenset({"tool", "arguments", "error_class", "route"})
 # Outcomes after which the call goes on towards execution: allowed, or held for a person.
 LET_THROUGH: frozenset[ErrorClass | None] = frozenset({None, ErrorClass.CONFIRMATION_REQUIRED})
@@ -138,6 +144,8 @@ class ControlRequest:
     world: Mapping[str, Sequence[Record]]
     now: datetime
     location: Location
+    session: Mapping[str, Any] = field(default_factory=dict)
+    conversation: Any = None  # the messages before the output; None: provenance unknown
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,8 @@ class _Defaults:
     actor: Mapping[str, Any] | None
     world: Mapping[str, Sequence[Record]]
     now: datetime
+    session: Mapping[str, Any]
+    conversation: Any
 
 
 def load_control_set(path: str | Path) -> ControlSet:
@@ -172,6 +182,8 @@ def load_control_set(path: str | Path) -> ControlSet:
         actor=_actor(document, (), data, file) if "actor" in data else None,
         world=_world(document, (), data, file, {}),
         now=_now(document, (), data, DEFAULT_NOW),
+        session=_session(document, (), data, file, {}),
+        conversation=_conversation(document, (), data, file, None),
     )
     loaded: list[ControlRequest] = []
     seen: dict[str, Location] = {}
@@ -216,6 +228,8 @@ def _request(document: SourceDocument, index: int, item: Any, file: Path,
         world=_world(document, at, item, file, defaults.world),
         now=_now(document, at, item, defaults.now),
         location=where,
+        session=_session(document, at, item, file, defaults.session),
+        conversation=_conversation(document, at, item, file, defaults.conversation),
     )
 
 
@@ -286,6 +300,29 @@ def _world(document: SourceDocument, at: NodePath, data: Mapping[str, Any], file
         return default
     return check_world(_inline_or_file(data["world"], file, "the world"),
                        str(document.locate((*at, "world"))))
+
+
+def _session(document: SourceDocument, at: NodePath, data: Mapping[str, Any], file: Path,
+             default: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "session" not in data:
+        return default
+    session = _inline_or_file(data["session"], file, "the session")
+    if not isinstance(session, dict):
+        raise InputError(f"{document.locate((*at, 'session'))}: the session must be a mapping "
+                         "(or a file holding one) such as {authenticated: true}")
+    return session
+
+
+def _conversation(document: SourceDocument, at: NodePath, data: Mapping[str, Any],
+                  file: Path, default: Any) -> Any:
+    if "conversation" not in data:
+        return default
+    conversation = _inline_or_file(data["conversation"], file, "the conversation")
+    try:
+        read_conversation(conversation)
+    except ValueError as error:
+        raise InputError(f"{document.locate((*at, 'conversation'))}: {error}") from None
+    return conversation
 
 
 def _now(document: SourceDocument, at: NodePath, data: Mapping[str, Any],
@@ -573,7 +610,8 @@ def evaluate(control_set: ControlSet, config: GateConfig) -> Evaluation:
         proposal = read_proposal(request.output, config.routing.input_limits)
         decision = None if request.output is None else gate.check(
             request.output, actor=request.actor, now=request.now,
-            request_id=f"eval-{request.id}")
+            request_id=f"eval-{request.id}", session=request.session,
+            conversation=request.conversation)
         results.append(score(request, proposal, decision))
     return Evaluation(control_set.path, tuple(results), totals(results))
 

@@ -883,7 +883,7 @@ MODEL_OUTPUT = st.one_of(
 )
 
 
-@settings(PROPERTY_SETTINGS, max_examples=150)
+@settings(PROPERTY_SETTINGS, max_examples=100)
 @given(output=MODEL_OUTPUT)
 def test_property_check_never_raises_on_model_output(
     gate: Any, dana: Any, now: Any, output: Any
