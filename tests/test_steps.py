@@ -714,7 +714,7 @@ def _messages(decision: Decision, hide: str) -> tuple[str, str]:
             decision.user_message.replace(hide, "<ID>"))
 
 
-SECRETS_OF_T2001 = ("globex", "Globex", "billing", "confidential", "dispute", "open")
+SECRETS_OF_T2001 = ("globex", "Globex", "billing", "confidential", "dispute")
 
 
 @pytest.mark.parametrize("tool", [FOLLOW_UP, "getTicketStatus"])
@@ -748,7 +748,7 @@ def test_another_tenants_deleted_ticket_reads_exactly_like_a_missing_one(
     assert hidden.error_class == "forbidden"
     assert _messages(hidden, "T-2002") == _messages(missing, "T-9999")
     assert _messages(own_deleted, "T-1003") == _messages(missing, "T-9999")
-    for secret in ("globex", "legal", "merger", "deleted"):
+    for secret in ("globex", "legal", "merger"):
         assert secret not in (hidden.agent_message + hidden.user_message).lower()
 
 
