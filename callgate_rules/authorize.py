@@ -19,7 +19,7 @@ from .decision import ShadowVerdict, TraceEntry
 from .documents import AccessPolicies, AccessRule, Contract, Lookup, Mode, OnError
 from .errors import ErrorClass
 from .outcome import Rejection
-from .validate import NOT_FOUND_USER_MESSAGE, MaySee, not_found_message
+from .validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
 
 
 @dataclass(frozen=True)
@@ -134,14 +134,14 @@ def _denied(
     ]
     if record_lookups:
         # The verdict depends on a record: answer exactly as if it did not exist.
-        agent = not_found_message(record_lookups[0], variables)
+        agent = unavailable_message(contract, record_lookups[0], variables)
     elif rule is not None and rule.message is not None:
         agent = rule.message.render({"args": variables.get("args", {}),
                                      "actor": variables.get("actor", {}),
                                      "tool": contract.name})
     else:
-        agent = (f"You are not allowed to call {contract.name} for this user. "
-                 "Do not retry; tell the user it cannot be done here.")
+        agent = (f"You are not allowed to call {contract.name} for this user. Tell the user "
+                 "it cannot be done here.")
     name = rule.qualified_name if rule else "default-deny"
     return Rejection(
         ErrorClass.FORBIDDEN,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from .compiler import load
+from .scenarios import load_config_for
 from .errors import CallgateError, ConfigError, InputError, StoreConfigError
 from .gate import Gate
 from .lint import FORMATS, render
@@ -140,8 +141,7 @@ def check(
                          "{id: U-7, tenant: acme, role: agent}")
     world = check_world(read_data_file(world_file, "the world"), world_file) if world_file \
         else {}
-    config = load([p for p in (contracts_dir, policies_dir) if Path(p).exists()] or
-                  [contracts_dir])
+    config = load_config_for(contracts_dir, policies_dir)
     session = read_data_file(session_file, "the session") if session_file else None
     if session is not None and not isinstance(session, dict):
         raise InputError(f"{session_file}: the session must be a mapping such as "
@@ -487,6 +487,102 @@ def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, outpu
         click.echo(f"callgate: {evaluation.totals.correct_actions.percent:.1f}% correct "
                    f"actions is below --fail-under {fail_under:g}", err=True)
         sys.exit(1)
+
+
+# export, catalog, fmt -----------------------------------------------------------------------
+
+
+def _tool_format_names() -> list[str]:
+    from .formats import TOOL_FORMATS
+
+    return list(TOOL_FORMATS)
+
+
+def _write_output(text: str, output_file: Path | None) -> None:
+    """``text`` to ``--output`` when given (saying so on stderr), otherwise to stdout."""
+    if output_file is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    try:
+        output_file.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{output_file}: cannot write: {error}") from None
+    click.echo(f"wrote {output_file}", err=True)
+
+
+@main.command("export")
+@click.option("--format", "tool_format", type=click.Choice(_tool_format_names()), required=True,
+              help="The API whose tool definitions to write.")
+@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
+@click.option("--output", "output_file", type=click.Path(path_type=Path),
+              help="Write the JSON to this file instead of stdout.")
+@clear_errors
+def export_command(tool_format: str, contracts_dir: str, output_file: Path | None) -> None:
+    """Write the contracts as an API's tool list (JSON), so the two never drift apart.
+
+    openai: Chat Completions tools; openai-responses: Responses API function tools;
+    anthropic: Messages API tools, examples as input_examples; mcp: MCP Tool objects.
+    A tool name or schema the API would reject is reported with its file (exit 2).
+    """
+    from .formats import tool_definitions
+
+    config = load([contracts_dir])
+    if not config.contracts:
+        raise InputError(f"{contracts_dir}: no ToolContract documents to export")
+    tools = tool_definitions(config, tool_format)
+    _write_output(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", output_file)
+
+
+@main.command("catalog")
+@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["markdown", "html"]),
+              default="markdown", show_default=True)
+@click.option("--output", "output_file", type=click.Path(path_type=Path),
+              help="Write the catalogue to this file instead of stdout.")
+@clear_errors
+def catalog_command(contracts_dir: str, policies_dir: str, output_format: str,
+                    output_file: Path | None) -> None:
+    """Write the function catalogue for process owners (Markdown or one HTML page).
+
+    Each tool with its owner, version, effect, confirmation, idempotency, timeout,
+    arguments, look-ups, rules and their messages, the rights that apply, and an example.
+    """
+    from .catalog import RENDERERS, load_catalog
+
+    catalog = load_catalog(contracts_dir, policies_dir)
+    _write_output(RENDERERS[output_format](catalog), output_file)
+
+
+@main.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--check", is_flag=True,
+              help="Write nothing; list the files that would change and exit 1 if any would.")
+@clear_errors
+def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
+    """Lay out documents canonically: key order, indentation, CEL quoting; comments kept.
+
+    PATHS default to `contracts policies`. Rewrites files in place and prints
+    `path: reformatted` for each; with --check prints `path: would be reformatted` and
+    writes nothing. Files without a callgate document are left alone.
+    """
+    from .fmt import format_paths, write_formatted
+
+    results = format_paths(paths or _default_paths())
+    changed = [result for result in results if result.changed]
+    if not check:
+        write_formatted(changed)
+    verdict = "would be reformatted" if check else "reformatted"
+    for result in changed:
+        click.echo(f"{result.path}: {verdict}")
+    named = set(paths)
+    for result in results:
+        if result.formatted is None and result.path in named:
+            click.echo(f"{result.path}: skipped, it holds no callgate document", err=True)
+    canonical = sum(1 for result in results if result.formatted is not None
+                    and not result.changed)
+    click.echo(f"{len(changed)} file(s) {verdict}, {canonical} already canonical", err=True)
+    sys.exit(1 if check and changed else 0)
 
 
 if __name__ == "__main__":

@@ -182,10 +182,11 @@ def document_schema(kind: str) -> Draft202012Validator:
 def _is_rfc3339(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", value):
+    # Upper-case T and Z only: CEL's timestamp() (what rules call) accepts nothing else.
+    if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
         return False
     try:
-        datetime.fromisoformat(value.replace("z", "Z"))
+        datetime.fromisoformat(value)
     except ValueError:
         return False
     return True
@@ -239,6 +240,9 @@ class _Compiler:
         self.routing: Routing | None = None
         self.routing_source: SourceDocument | None = None
         self.documents: list[DocumentRef] = []
+        # Identical CEL (``args.ticketId``, ``!has(ticket.deleted_at)``) recurs across
+        # contracts; a CompiledExpression is immutable, so one per distinct text is enough.
+        self.compiled: dict[str, CompiledExpression] = {}
 
     # -- reporting
 
@@ -326,8 +330,11 @@ class _Compiler:
     def expression(
         self, source: SourceDocument, path: NodePath, text: str
     ) -> CompiledExpression | None:
+        if text in self.compiled:
+            return self.compiled[text]
         try:
-            return compile_expression(text)
+            compiled = self.compiled[text] = compile_expression(text)
+            return compiled
         except CelSyntaxError as error:
             base = source.locate(path)
             # A CEL error inside a one-line scalar is on that line, shifted by the column.
@@ -521,8 +528,15 @@ class _Compiler:
         actor_validator = (
             argument_validator(self.actor_schema) if self.actor_schema is not None else None
         )
+        contracts = {
+            name: replace(contract, private_lookups=tuple(
+                lookup for lookup in contract.lookups
+                if any(rule.applies_to(name) and lookup.name in rule.when.variables
+                       for rule in self.access_rules)))
+            for name, contract in self.contracts.items()
+        }
         return GateConfig(
-            contracts=dict(self.contracts),
+            contracts=contracts,
             policies=AccessPolicies(
                 rules=tuple(self.access_rules),
                 actor_validator=actor_validator,

@@ -172,6 +172,8 @@ class Contract:
     errors: tuple[ErrorMapping, ...]
     mode: Mode
     on_error: OnError
+    # The look-ups whose records the access rules read: a denial may depend on them.
+    private_lookups: tuple[Lookup, ...] = ()
 
     @property
     def name(self) -> str:

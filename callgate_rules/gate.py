@@ -387,6 +387,8 @@ class Gate:
             agent = agent_message(ending.error_class, ending.route, routing, None, None,
                                   variables)
             user = user_message(ending.error_class, routing, None, variables)
+        if progress.call is not None and progress.call.note:
+            agent = f"{agent} Note: {progress.call.note}."
         progress.trace.append(TraceEntry("route", str(ending.error_class or "executed"),
                                          str(ending.route)))
         log = {
@@ -577,6 +579,10 @@ class Gate:
         }
         if extra and "evaluation_error" in extra:
             log["evaluation_error"] = extra["evaluation_error"]
+        if call is not None and call.note:
+            # several calls and the policy took one: the model must hear the others did not run
+            agent = f"{agent} Note: {call.note}."
+            log["note"] = call.note
         return Decision(
             route=route,
             error_class=error_class,

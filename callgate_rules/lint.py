@@ -22,6 +22,7 @@ from .documents import AccessRule, Contract, Idempotency, Mode, OnError, Rule, T
 from .errors import ErrorClass, Location, Route
 from .parse import _first_undeclared
 from .source import NodePath, SourceDocument
+from .versioning import version_findings
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance"})
 
@@ -40,8 +41,6 @@ def lint(
     for check in CHECKS:
         findings.extend(check(compilation))
     if since is not None:
-        from .versioning import version_findings
-
         findings.extend(version_findings(paths, since, allow_removed=allow_removed,
                                          current=compilation.sources))
     return sorted(set(findings), key=lambda f: (f.location.path, f.location.line,
@@ -537,6 +536,7 @@ CODE_DESCRIPTIONS: Mapping[str, str] = {
     "cel-syntax": "A CEL expression does not parse.",
     "duplicate-tool": "Two ToolContracts define the same tool.",
     "duplicate-actor-schema": "More than one AccessPolicy declares the actor schema.",
+    "duplicate-session-schema": "More than one AccessPolicy declares the session schema.",
     "duplicate-routing-table": "More than one RoutingTable; a gate uses exactly one.",
     "unknown-variable": "An expression reads a variable that is not defined where it runs.",
     "unknown-tool": "An access rule names a tool that no contract defines.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from .documents import Contract, InputLimits
 from .errors import ErrorClass
 from .outcome import Rejection
-from .propose import ProposedCall
+from .propose import ProposedCall, decode_json
 
 
 @dataclass(frozen=True)
@@ -77,29 +78,32 @@ def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
     if raw is None:
         return {}
     if isinstance(raw, str):
-        if len(raw.encode("utf-8")) > limits.max_bytes:
-            raise Rejection(
-                ErrorClass.MALFORMED,
-                f"arguments are larger than the limit of {limits.max_bytes} bytes",
-                extra={"bound": "max_bytes"},
-            )
+        size = len(raw.encode("utf-8", "surrogatepass"))
         if not raw.strip():
             return {}
+        raw = decode_json(raw, "arguments are") if size <= limits.max_bytes else None
+    else:
+        # An object arrives already decoded (Anthropic input, a parsed message): measure it
+        # as the JSON it would be, so both spellings of one call meet the same bound.
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise Rejection(
-                ErrorClass.MALFORMED,
-                f"arguments are not valid JSON: {error.msg} at column {error.colno}",
-            ) from None
-        except RecursionError:
-            raise Rejection(ErrorClass.MALFORMED, "arguments are nested too deeply") from None
+            size = len(json.dumps(raw, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        except (TypeError, ValueError, RecursionError):
+            raise Rejection(ErrorClass.MALFORMED, "arguments are not JSON values") from None
+    if size > limits.max_bytes:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"arguments are {size} bytes, more than the limit of {limits.max_bytes}",
+            extra={"bound": "max_bytes"},
+        )
     if not isinstance(raw, dict):
         raise Rejection(
             ErrorClass.MALFORMED,
             f"arguments must be a JSON object, not {type(raw).__name__}",
         )
     return raw
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_bounds(value: Any, limits: InputLimits) -> None:
@@ -114,6 +118,9 @@ def _check_bounds(value: Any, limits: InputLimits) -> None:
                 extra={"bound": "max_depth"},
             )
         if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                raise Rejection(ErrorClass.MALFORMED,
+                                "a string holds a lone UTF-16 surrogate, which is not text")
             if len(item) > limits.max_string_length:
                 raise Rejection(
                     ErrorClass.MALFORMED,
@@ -123,6 +130,9 @@ def _check_bounds(value: Any, limits: InputLimits) -> None:
                 )
         elif isinstance(item, dict):
             for key, child in item.items():
+                if _LONE_SURROGATE.search(key):
+                    raise Rejection(ErrorClass.MALFORMED,
+                                    "a key holds a lone UTF-16 surrogate, which is not text")
                 if len(key) > limits.max_string_length:
                     raise Rejection(
                         ErrorClass.MALFORMED,
@@ -154,6 +164,4 @@ def _first_undeclared(
 
 
 def _matches_pattern_property(key: str, schema: Mapping[str, Any]) -> bool:
-    import re
-
     return any(re.search(pattern, key) for pattern in schema.get("patternProperties", {}))

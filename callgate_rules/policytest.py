@@ -128,7 +128,7 @@ class Coverage:
 
 def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
     report = Coverage()
-    for name, contract in config.contracts.items():
+    for contract in config.contracts.values():
         if contract.rules:
             report.rules[contract.document.key] = {rule.name: False for rule in contract.rules}
     for rule in config.policies.rules:
@@ -145,11 +145,11 @@ def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
             report.routes[str(decision.route)] = True
             if decision.error_class is not None:
                 report.error_classes[str(decision.error_class)] = True
-            contract = config.contracts.get(decision.tool or "")
+            decided = config.contracts.get(decision.tool or "")
             for entry in decision.trace:
-                if entry.step == "validate" and entry.subject.startswith("rule ") and contract:
+                if entry.step == "validate" and entry.subject.startswith("rule ") and decided:
                     fired = entry.result in ("fail", "error")
-                    rules = report.rules.get(contract.document.key, {})
+                    rules = report.rules.get(decided.document.key, {})
                     name = entry.subject.removeprefix("rule ")
                     if fired and name in rules:
                         rules[name] = True

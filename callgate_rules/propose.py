@@ -44,19 +44,10 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
         except UnicodeDecodeError:
             raise Rejection(ErrorClass.MALFORMED, "model output is not UTF-8") from None
     if isinstance(output, str):
-        size = len(output.encode("utf-8"))
+        size = len(output.encode("utf-8", "surrogatepass"))
         if size > limits.max_bytes:
             raise _too_large(size, limits)
-        try:
-            output = json.loads(output)
-        except json.JSONDecodeError as error:
-            raise Rejection(
-                ErrorClass.MALFORMED,
-                f"model output is not JSON: {error.msg} at line {error.lineno} "
-                f"column {error.colno}",
-            ) from None
-        except RecursionError:
-            raise Rejection(ErrorClass.MALFORMED, "model output is nested too deeply") from None
+        output = decode_json(output, "model output is")
     calls = _calls_in(output)
     if calls is None:
         raise Rejection(
@@ -67,6 +58,22 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
     if not calls:
         raise Rejection(ErrorClass.MALFORMED, "the message holds no tool call")
     return calls
+
+
+def decode_json(text: str, what: str) -> Any:
+    """``json.loads`` with every way it can fail turned into ``malformed``; ``what`` names
+    the text with its verb ("arguments are")."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"{what} not valid JSON: {error.msg} at line {error.lineno} column {error.colno}",
+        ) from None
+    except RecursionError:
+        raise Rejection(ErrorClass.MALFORMED, f"{what} nested too deeply") from None
+    except ValueError as error:  # e.g. an integer literal of thousands of digits
+        raise Rejection(ErrorClass.MALFORMED, f"{what} not readable: {error}") from None
 
 
 def _too_large(size: int, limits: InputLimits) -> Rejection:

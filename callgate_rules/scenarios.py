@@ -299,4 +299,10 @@ def _as_list(value: Any) -> list[str]:
 
 
 def load_config_for(contracts: str, policies: str) -> GateConfig:
-    return load([p for p in (contracts, policies) if Path(p).exists()] or [contracts])
+    """The documents under both directories; a directory that is not there is an error, so
+    a typo never silently yields a gate without contracts or without rights."""
+    for option, path in (("--contracts", contracts), ("--policies", policies)):
+        if not Path(path).exists():
+            raise InputError(f"{option} {path}: no such directory; run from the directory "
+                             f"that holds contracts/ and policies/, or pass {option}")
+    return load([contracts, policies])

@@ -498,7 +498,7 @@ _EDITED_FIELD = {
     "createFollowUp": "dueAt",
     "createEvent": "startsAt",
     "sendEmail": "to",
-    "sendPayment": "amount",
+    "sendPayment": "iban",
 }
 
 

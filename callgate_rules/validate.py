@@ -66,7 +66,21 @@ def _describe(error: ValidationError) -> str:
         return f"{_short(error.instance)} is not of type {error.validator_value}"
     if error.validator == "pattern":
         return f"{_short(error.instance)} does not match {error.validator_value}"
-    return str(error.message)
+    words = {"maxLength": "is longer than {} characters",
+             "minLength": "is shorter than {} characters",
+             "maximum": "is greater than the maximum of {}",
+             "minimum": "is less than the minimum of {}",
+             "exclusiveMaximum": "is not less than {}",
+             "exclusiveMinimum": "is not greater than {}",
+             "maxItems": "has more than {} items", "minItems": "has fewer than {} items",
+             "const": "is not {}", "additionalProperties": "has fields the contract does not "
+                                                           "declare ({})"}
+    if error.validator in words:
+        return f"{_short(error.instance)} " + words[str(error.validator)].format(
+            _short(error.validator_value))
+    # jsonschema's own text repeats the whole value; keep the prompt short
+    return f"{_short(error.instance)} is not valid ({error.validator}: " \
+           f"{_short(error.validator_value)})"
 
 
 def _short(value: Any) -> str:
@@ -169,7 +183,7 @@ def references(
                 f"no {lookup.collection} record with {'|'.join(lookup.fields)} == {_short(key)} "
                 "visible to the actor",
                 rule=f"{contract.name}/lookup.{lookup.name}",
-                agent_message=not_found_message(lookup, variables),
+                agent_message=unavailable_message(contract, lookup, variables),
                 user_message=NOT_FOUND_USER_MESSAGE,
                 extra={"lookup": lookup.name, "key": key},
             )
@@ -210,6 +224,30 @@ def _resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> list[Reco
                 seen.add(id(record))
                 found.append(record)
     return found
+
+
+def unavailable_message(contract: Contract, lookup: Lookup,
+                        variables: Mapping[str, Any]) -> str:
+    """What the model hears when ``lookup``'s record is missing *or* not the actor's.
+
+    When the rights depend on several records (a ticket and an assignee), naming the one
+    that failed would tell "missing" from "not yours" apart; so the answer names every
+    reference the rights depend on, and never which one failed."""
+    private = contract.private_lookups
+    if lookup not in private or len(private) < 2:
+        return not_found_message(lookup, variables)
+    references = []
+    for each in private:
+        try:
+            references.append(f"{each.name} {_plain(each.key(variables))}")
+        except CelEvaluationError:
+            references.append(each.name)
+    return (f"Not every record you referred to is available to you ({', '.join(references)}). "
+            "Check these values with the user; do not guess others.")
+
+
+def _plain(value: Any) -> str:
+    return value if isinstance(value, str) else _short(value)
 
 
 def not_found_message(lookup: Lookup, variables: Mapping[str, Any]) -> str:
@@ -254,6 +292,12 @@ def business_rules(
         if passed:
             continue
         message = rule.message.render(variables)
+        user = rule.user_message.render(variables) if rule.user_message else None
+        hidden = _private_record_read(contract, rule)
+        if rule.error_class == ErrorClass.NOT_FOUND and hidden is not None:
+            # "deleted" must read exactly like "missing" and like "not yours"
+            message = unavailable_message(contract, hidden, variables)
+            user = NOT_FOUND_USER_MESSAGE
         if rule.mode != Mode.ENFORCE:
             shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
                                         str(rule.error_class), message))
@@ -263,7 +307,7 @@ def business_rules(
             f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
             rule=f"{contract.name}/{rule.name}",
             agent_message=message,
-            user_message=rule.user_message.render(variables) if rule.user_message else None,
+            user_message=user,
             hint=rule.hint or example_call(contract),
             route=rule.route,
             extra={"evaluation_error": error} if error else {},
@@ -274,6 +318,14 @@ def business_rules(
         raise rejection
     if needs_confirmation:
         raise needs_confirmation[0]
+
+
+def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
+    """The first record the access rules guard that ``rule`` reads, if any."""
+    for lookup in contract.private_lookups:
+        if lookup.name in rule.expression.variables:
+            return lookup
+    return None
 
 
 def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str | None]:

@@ -308,19 +308,19 @@ class Repository:
 
     def documents_at(self, paths: list[Path]) -> list[SourceDocument]:
         """The documents the same ``paths`` held at the revision, named as lint names them."""
+        prefixes = [(self._inside(path), path) for path in paths]
+        listing = _git(self.root, ["ls-tree", "-r", "-z", "--name-only", "--full-tree",
+                                   self.revision, "--", *(prefix or "." for prefix, _ in prefixes)],
+                       f"--since {self.revision}: cannot list the documents")
         shown: dict[str, str] = {}  # name in the repository → path as the user wrote it
-        for path in paths:
-            prefix = self._inside(path)
-            listing = _git(self.root, ["ls-tree", "-r", "-z", "--name-only", "--full-tree",
-                                       self.revision, "--", prefix or "."],
-                           f"--since {self.revision}: cannot list {path}")
-            for name in listing.decode("utf-8").split("\0"):
-                if not name.endswith(YAML_SUFFIXES) or "\n" in name:
-                    continue
-                if prefix and name != prefix and not name.startswith(prefix + "/"):
-                    continue
-                rest = name[len(prefix):].lstrip("/")
-                shown.setdefault(name, str(path / rest) if rest else str(path))
+        for name in listing.decode("utf-8").split("\0"):
+            if not name.endswith(YAML_SUFFIXES) or "\n" in name:
+                continue
+            for prefix, path in prefixes:
+                if not prefix or name == prefix or name.startswith(prefix + "/"):
+                    rest = name[len(prefix):].lstrip("/")
+                    shown[name] = str(path / rest) if rest else str(path)
+                    break
         sources: list[SourceDocument] = []
         for name, text in self._blobs(list(shown)).items():
             try:

@@ -273,9 +273,6 @@ def test_check_broken_contracts_dir_prints_the_findings(run: Any, ref: Any, tmp_
     assert len(lines) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cli.check drops a --contracts/--policies path that "
-                   "does not exist, so a typo gives a silent unknown_tool (or default-deny) "
-                   "decision with exit 0 instead of exit 2 naming the path")
 def test_check_missing_contracts_dir_is_an_error(run: Any, ref: Any, tmp_path: Path) -> None:
     missing = tmp_path / "contracs"
     result = run(*check_args(ref, "--now", ref.now_text),

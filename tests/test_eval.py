@@ -155,7 +155,7 @@ def test_arguments_are_a_subset_compared_as_canonical_json(now: datetime) -> Non
 def test_session_and_conversation_reach_the_gate(tmp_path: Path, gate: Any) -> None:
     path = tmp_path / "context.yaml"
     path.write_text(f"""\
-actor: {{id: U-7, tenant: acme, role: agent}}
+actor: {{id: U-7, tenant: acme, role: agent, email_domain: acme.example}}
 world: {REPO / "examples" / "world.yaml"}
 session: {{authenticated: true}}
 requests:
@@ -170,10 +170,10 @@ requests:
     output: {{name: sendPayment, arguments: {{recipientIban: DE89370400440532013000,
                                              amount: 80, currency: EUR}}}}
     expect: {{tool: sendPayment, error_class: forbidden}}
-  - id: made-up-address          # the conversation shows nobody gave this address
-    request: E-mail the customer
-    conversation: [{{role: user, content: "E-mail the customer that it is fixed."}}]
-    output: {{name: sendEmail, arguments: {{to: boris@northwind.example, subject: Fixed,
+  - id: made-up-address          # a colleague's domain, but nobody gave this address
+    request: E-mail Lee that it is fixed
+    conversation: [{{role: user, content: "E-mail Lee that it is fixed."}}]
+    output: {{name: sendEmail, arguments: {{to: lee.chen@acme.example, subject: Fixed,
                                            body: It is fixed.}}}}
     expect: {{tool: sendEmail, error_class: forbidden}}
 """, encoding="utf-8")

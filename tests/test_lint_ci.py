@@ -253,7 +253,7 @@ def test_allow_rule_beaten_by_an_unconditional_deny(tmp_path: Path) -> None:
            "      when: 'true'\n"
     policy = POLICY.replace('tools: ["*"]', "tools: [closeTicket]") + deny
     findings = lint_project(tmp_path, policy=policy)
-    assert summary(findings) == [("policy.yaml", *place(policy, "- name: anyone"), "warning",
+    assert summary(findings) == [("policy.yaml", *place(policy, "name: anyone"), "warning",
                                   "allow-always-denied")]
     assert findings[0].message.startswith(
         "access rule anyone: never allows anything, because deny rule frozen (")
@@ -347,7 +347,7 @@ def invoke(*args: str) -> Result:
 
 def broken_project(root: Path) -> str:
     """A project with one error and one warning; returns the contract's text."""
-    text = with_rules(rule("never-ok", "false"), rule("always-ok", "true"))
+    text = with_rules(rule("never-ok", "'false'"), rule("always-ok", "'true'"))
     write_project(root, contract=text)
     return text
 
@@ -357,7 +357,7 @@ def test_github_format_through_the_cli(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(tmp_path)
     result = invoke("--format", "github")
     assert result.exit_code == 1
-    error, warning = place(text, "false"), place(text, "true")
+    error, warning = place(text, "'false'"), place(text, "'true'")
     assert [line.split("::")[1] for line in result.stdout.splitlines()] == [
         f"error file=contracts/contract.yaml,line={error[0]},col={error[1]},"
         "title=always-refuses",
@@ -383,7 +383,7 @@ def test_sarif_log_is_valid_sarif_2_1_0(tmp_path: Path, monkeypatch: pytest.Monk
         ("always-refuses", CODE_DESCRIPTIONS["always-refuses"]),
         ("never-fires", CODE_DESCRIPTIONS["never-fires"]),
     ]
-    line, column = place(text, "false")
+    line, column = place(text, "'false'")
     assert run["results"][0] == {
         "ruleId": "always-refuses",
         "ruleIndex": 0,
@@ -417,7 +417,7 @@ def test_every_finding_code_in_the_package_has_a_description() -> None:
     codes: set[str] = set()
     for module in ("compiler.py", "lint.py", "versioning.py"):
         source = (package / module).read_text(encoding="utf-8")
-        codes |= set(re.findall(r'"(?:error|warning)",\s*"([a-z][a-z-]*)"', source))
+        codes |= set(re.findall(r'"(?:error|warning)",\s*"([a-z][a-z-]*)"(?!\s*:)', source))
         codes |= set(re.findall(r'self\.(?:error|warning)\(\s*source,\s*(?:\([^)]*\)|\w+),'
                                 r'\s*"([a-z][a-z-]*)"', source))
     assert {"yaml", "schema", "cel-syntax", "never-fires", "removed-tool"} <= codes
@@ -509,7 +509,8 @@ def test_a_change_with_a_version_bump_is_clean(repo: Callable[..., Result]) -> N
 def test_policy_documents_are_matched_by_kind_and_name(repo: Callable[..., Result]) -> None:
     policy = POLICY.replace('version: "1"', "version: 1").replace('"true"', "actor.id != ''")
     result = repo(policy=policy)
-    assert findings_of(result) == [("policies/policy.yaml", *place(policy, "version: 1"),
+    line, column = place(policy, "version: 1")
+    assert findings_of(result) == [("policies/policy.yaml", line, column + len("version: "),
                                     "error", "version-not-bumped")]
     assert "AccessPolicy ci-access changed since HEAD~1 (spec.rules)" in result.stdout
 

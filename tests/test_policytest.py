@@ -76,7 +76,7 @@ def test_coverage_names_what_no_case_exercised(tmp_path: Path) -> None:
     assert "1 passed, 0 failed" in result.output
     assert "ToolContract/createFollowUp: 0/4 rules fired; never fired: assignee-in-team, " \
            "due-in-future, ticket-not-deleted, ticket-open" in result.output
-    assert "AccessPolicy/support-desk-access: 1/7 rules fired" in result.output
+    assert "AccessPolicy/support-desk-access: 1/8 rules fired" in result.output
     data = json.loads(invoke(str(policies), "--policies", str(policies), "--coverage",
                              "--format", "json").output)
     documents = data["coverage"]["documents"]

@@ -33,7 +33,9 @@ FOLLOW_UP = {"ticketId": "T-1001", "assigneeId": "U-7", "dueAt": "2026-12-15T09:
 EVENT = {"contact": "C-12", "title": "Contract renewal", "startsAt": "2026-12-10T14:00:00Z"}
 EMAIL = {"to": "anna.petrova@northwind.example", "subject": "Your ticket T-1001",
          "body": "Hello Anna, ..."}
-WRITE_ARGUMENTS = {"createFollowUp": FOLLOW_UP, "createEvent": EVENT, "sendEmail": EMAIL}
+PAYMENT = {"recipientIban": "DE89370400440532013000", "amount": 1200.5, "currency": "EUR"}
+WRITE_ARGUMENTS = {"createFollowUp": FOLLOW_UP, "createEvent": EVENT, "sendEmail": EMAIL,
+                   "sendPayment": PAYMENT}
 READ_ARGUMENTS = {
     "getTicketStatus": {"ticketId": "T-1001"},
     "searchContacts": {"name": "anna"},

@@ -197,8 +197,9 @@ def tiny_gate(tmp_path_factory: pytest.TempPathFactory, ref: Any, compile_gate: 
 @pytest.mark.parametrize(
     ("output", "detail"),
     [
-        pytest.param("Sure! I will create the follow-up now.", "not JSON", id="not-json"),
-        pytest.param('{"name": "createFollowUp", "arguments": {', "not JSON", id="truncated"),
+        pytest.param("Sure! I will create the follow-up now.", "not valid JSON", id="not-json"),
+        pytest.param('{"name": "createFollowUp", "arguments": {', "not valid JSON",
+                     id="truncated"),
         pytest.param({"answer": 42}, "no tool call found", id="no-call"),
         pytest.param({"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
                      "holds no tool call", id="anthropic-text-only"),
@@ -252,9 +253,6 @@ def test_several_calls_with_policy_first_take_the_first_and_note_it(
                             "the others were not run")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: with multiple_calls: first the dropped calls are "
-                   "noted only in the trace; the agent message and the log say nothing, so the "
-                   "model believes every call it proposed ran (SPEC §2: never silently)")
 def test_several_calls_with_policy_first_tell_the_model_the_others_did_not_run(
     limits_gate: Any, dana: Any, now: Any, calls: Any
 ) -> None:
@@ -363,17 +361,11 @@ def test_a_due_date_one_second_after_now_is_accepted(check: Any, calls: Any) -> 
     assert past.rule == "createFollowUp/due-in-future"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: validate.py accepts lower-case RFC 3339 date-times "
-                   "(2026-12-15t09:00:00z) in the schema, then CEL timestamp() fails on them and "
-                   "the fail-closed rule tells the model the future date 'is in the past'")
 def test_lower_case_rfc3339_date_time_is_not_called_a_past_date(check: Any, calls: Any) -> None:
     decision = check(calls.follow_up(dueAt="2026-12-15t09:00:00z"))
     assert decision.route == "execute" or decision.rule == "createFollowUp/schema"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: validate._describe echoes the whole offending value "
-                   "for maxLength (and other keywords) into the agent message; a 20 000-character "
-                   "note gives a 20 000-character prompt (SPEC §5: short and precise)")
 def test_agent_message_for_an_over_long_value_stays_short(check: Any, calls: Any) -> None:
     decision = check(calls.follow_up(note="x" * 19_000))
     assert decision.rule == "createFollowUp/schema"
@@ -393,9 +385,12 @@ def test_missing_or_deleted_ticket_is_not_found(
 ) -> None:
     decision = check(calls.follow_up(ticketId=ticket))
     assert_refused(decision, "not_found", "replan", rule)
+    # The rights depend on two records (ticket and assignee): the message names both and
+    # never which one failed, so "missing", "deleted" and "not yours" read the same.
     assert decision.agent_message == (
-        f"No ticket {ticket} is available to you. Check the ticket ID with the user; do not "
-        "guess another one. Do not repeat this call; choose another step.")
+        f"Not every record you referred to is available to you (ticket {ticket}, assignee "
+        "U-7). Check these values with the user; do not guess others. Do not repeat this "
+        "call; choose another step.")
     assert decision.user_message == NOT_FOUND_USER
     assert "Deleted by mistake" not in decision.agent_message + decision.user_message
 
@@ -592,16 +587,12 @@ def test_max_bytes_bounds_the_arguments_string(limited: Any, calls: Any) -> None
     arguments = json.dumps(calls.follow_up_args())
     decision = limited(calls.plain(FOLLOW_UP, arguments + " " * (1025 - len(arguments))))
     assert_refused(decision, "malformed", "regenerate", None)
-    assert decision.log["detail"] == "arguments are larger than the limit of 1024 bytes"
+    assert decision.log["detail"] == "arguments are 1025 bytes, more than the limit of 1024"
     assert (decision.tool, decision.contract_version) == (FOLLOW_UP, "1.0.0")
     at_limit = limited(calls.plain(FOLLOW_UP, arguments + " " * (1024 - len(arguments))))
     assert at_limit.route == "execute"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse.py applies max_bytes only to text; arguments "
-                   "given as an object (Anthropic input, or a decoded OpenAI message) are not "
-                   "bounded by size, so the same call is malformed as a string and accepted as "
-                   "an object")
 def test_max_bytes_bounds_arguments_given_as_an_object(limited: Any, calls: Any) -> None:
     arguments = {f"k{i}": "v" * 90 for i in range(20)}  # ~2 KB, each string under the limit
     as_string = limited(calls.openai_chat(FOLLOW_UP, arguments))
@@ -752,10 +743,6 @@ def test_another_tenants_deleted_ticket_reads_exactly_like_a_missing_one(
         assert secret not in (hidden.agent_message + hidden.user_message).lower()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: authorize._denied answers with the first looked-up "
-                   "record a deciding rule reads (the ticket), so another tenant's assignee U-90 "
-                   "gets 'No ticket T-1001 ...' while a missing assignee gets 'No person ...': "
-                   "the difference reveals that U-90 exists")
 def test_another_tenants_assignee_reads_exactly_like_a_missing_one(check: Any, calls: Any) -> None:
     hidden = check(calls.follow_up(assigneeId="U-90"))
     missing = check(calls.follow_up(assigneeId="U-9999"))
@@ -815,17 +802,11 @@ def test_every_decision_carries_messages_versions_and_a_trace(
 # Known crashes on hostile model output ------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: propose.py/parse.py call str.encode('utf-8') on text "
-                   "that may hold a lone surrogate (JSON '\\ud800' escapes decode to one), so "
-                   "check raises UnicodeEncodeError instead of returning malformed")
 def test_lone_surrogate_in_arguments_is_malformed_not_a_crash(check: Any) -> None:
     decision = check('{"name": "createFollowUp", "arguments": "\\ud800"}')
     assert decision.error_class == "malformed"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: json.loads raises ValueError (not JSONDecodeError) "
-                   "for an integer literal longer than 4300 digits; propose.read and "
-                   "parse._decode_arguments let it escape from check")
 def test_huge_integer_literal_is_handled_not_a_crash(check: Any) -> None:
     decision = check('{"name": "createFollowUp", "arguments": {"note": ' + "9" * 5000 + "}}")
     assert decision.route in Route

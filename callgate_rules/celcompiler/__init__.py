@@ -19,10 +19,14 @@ for, the compiler raises the specification's error instead of inventing a value:
 - ``1.0 + 1``, ``true + 1``, ``true == 1``, ``true < 2``, ``1.5 < true``: arithmetic never
   mixes int and double, and bools are not numbers (cel-python refuses ``1 + 1.0`` and
   ``1 == true`` but not these mirror images);
+- ``(0.5 + 0.5) == 1``: an error like ``d == 1`` (cel-python's double arithmetic yields a
+  plain Python float, which then compares with ints);
 - ``'a' % x``, ``true * 'a'``, ``duration * 2``, ``-duration``, ``'abc'[0]``, ``list[true]``,
   ``list[-1]``, ``'a' in 'abc'``, ``[1].contains(1)``: no such overloads in CEL;
 - ``1 && true`` and ``[1].all(x, x)``: logic needs bools (cel-python returns the ``1``);
-- ``filter``/``exists_one`` predicates and ``?:`` tests must be bools (no truthiness);
+- ``filter``/``exists_one`` predicates and ``?:`` tests must be bools (no truthiness), and
+  macros iterate lists and maps only (not strings);
+- map literal keys are strings, ints or bools (``{1.5: 'a'}`` and ``{null: 1}`` are errors);
 - ``int(true)``, ``int(null)``, ``double(null)``, ``bool(1)``, ``int(' 12')``,
   ``int('0x10')``, ``duration(1)``: conversions the specification does not define;
 - duration results outside ±10,000 years, and ``int()`` of a double at the int64 limits.
@@ -38,9 +42,11 @@ Where cel-python is plainly wrong or lacks a feature, the compiler follows the s
 double division is IEEE 754 (``-1.0/0.0`` is ``-inf``, ``0.0/0.0`` is NaN; cel-python says
 ``inf`` for both); ``string(true)`` is ``"true"`` (cel-python: ``"True"``); an error inside
 ``map``/``filter``/``exists_one`` is absorbed by an enclosing ``&&``/``||``/``?:`` like any
-other (cel-python lets it escape); the three-argument ``map(x, filter, transform)`` works
-(cel-python always fails it); ``('a' + 'b').contains('a')`` works (cel-python's
-concatenation loses the string type that carries ``contains``).
+other (cel-python lets it escape); ``[1] != null`` is true, the negation of ``[1] == null``
+(cel-python fails the former and answers the latter); the three-argument
+``map(x, filter, transform)`` works (cel-python always fails it);
+``('a' + 'b').contains('a')`` works (cel-python's concatenation loses the string type that
+carries ``contains``).
 
 Left to cel-python (``compile_tree`` returns ``None``): unsigned integers, ``type()`` and
 type names as values, protobuf messages and packages, ``.name`` root-scope names, the

@@ -292,7 +292,13 @@ class _Generator:
         root_value = (
             f"variables.get({root.name!r}, _ABSENT)" if isinstance(root, Var) else root.name
         )
-        return f"_has_field({root_value}, {path!r}, {node.field!r})"
+        if path:
+            return f"_has_field({root_value}, {path!r}, {node.field!r})"
+        value = function.temporary()
+        return (
+            f"({node.field!r} in {value} if type({value} := {root_value}) is dict "
+            f"else _has_field({value}, (), {node.field!r}))"
+        )
 
     def compare(self, node: Compare, function: _Function) -> str:
         operator, slow = node.operator, _SLOW_COMPARISONS[node.operator]

@@ -11,7 +11,9 @@ falling back to cel-python for what it does not support) and once through cel-py
 alone. Tests that need protobuf messages, containers, type declarations the runtime cannot
 see, unknowns or type values are skipped, each with a reason category.
 
-Run it as ``python -m callgate_rules.celcompiler.conformance [DIR]`` to print the report.
+Run it as ``python -m callgate_rules.celcompiler.conformance [-v] [DIR]`` to print the
+report (``-v`` lists every failure of both backends); it exits non-zero if a test cel-python
+passes fails through the compiled path.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import celpy
 from celpy.evaluation import CELEvalError
+from lark import Token, Tree
 
 from callgate_rules.cel import (
     CelEvaluationError,
@@ -520,9 +523,10 @@ def _judge(case: ConformanceCase, run: Callable[[], Any]) -> Outcome:
     return Outcome(False, f"value {actual!r}, expected {case.expected!r}")
 
 
-def cel_python_evaluator(source: str) -> Evaluator:
-    """cel-python's interpreter with no callgate code in the evaluation path."""
-    program = celpy.Environment().program(parse(source))
+def cel_python_evaluator(source: str | Tree[Token]) -> Evaluator:
+    """cel-python's interpreter with no callgate code in the evaluation path; ``source`` is
+    CEL text or the tree ``callgate_rules.cel.parse`` made of it."""
+    program = celpy.Environment().program(parse(source) if isinstance(source, str) else source)
 
     def evaluate(variables: Mapping[str, Any]) -> Any:
         activation = {name: to_cel(value) for name, value in variables.items()}

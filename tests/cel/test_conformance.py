@@ -85,7 +85,9 @@ def test_text_format_parser_reads_the_conformance_shapes() -> None:
           >
           test {
             name: "map"
-            value: { map_value { entries { key: { string_value: "k" } value: { null_value: NULL_VALUE } } } }
+            value: { map_value { entries {
+              key: { string_value: "k" } value: { null_value: NULL_VALUE }
+            } } }
             bindings { key: "x" value { value { object_value {
               [type.googleapis.com/google.protobuf.Duration] { seconds: 3 nanos: 5000 }
             } } } }

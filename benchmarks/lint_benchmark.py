@@ -1,0 +1,247 @@
+"""How long does ``callgate lint`` take on a large configuration?
+
+Generates N ToolContracts (default 1,000) into a temporary directory — reads and writes,
+none, one or two look-ups with record schemas, five business rules each, an example — plus
+an AccessPolicy and a RoutingTable, then times ``compile_paths`` alone and the whole
+``lint`` on them. Two of the five rules are unique to each contract; the others, and the
+look-up keys, recur with a few variants, as shared patterns do in real configurations.
+Prints wall-clock and CPU seconds (CPU time is the steadier figure on a busy machine), the
+number of expressions, and the findings: the configuration is generated clean.
+
+Run from the repository root:  python benchmarks/lint_benchmark.py [--contracts 1000]
+                                                                   [--repeat 3] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from callgate_rules.compiler import compile_paths
+from callgate_rules.lint import lint
+
+ROUTES = """\
+    malformed: regenerate
+    unknown_tool: refuse
+    unexpected_argument: refuse
+    invalid_argument: regenerate
+    not_found: replan
+    ambiguous: clarify
+    forbidden: refuse
+    conflict: refuse
+    confirmation_required: await_confirmation
+    transient: retry
+    unknown_outcome: reconcile
+    duplicate: return_receipt
+    permanent: refuse
+    reconcile_failed: review
+    budget_exhausted: review
+"""
+
+RECORD_SCHEMA = """\
+      schema:
+        type: object
+        required: [id, tenant, status, ownerId]
+        properties:
+          id: {type: string}
+          tenant: {type: string}
+          status: {type: string, enum: [open, closed]}
+          ownerId: {type: string}
+          closed_at: {type: string}
+"""
+
+OWNER_SCHEMA = """\
+      schema:
+        type: object
+        required: [id, tenant, active]
+        properties:
+          id: {type: string}
+          tenant: {type: string}
+          active: {type: boolean}
+"""
+
+
+def contract(index: int) -> str:
+    """One contract; ``index`` varies its effect, look-ups, bounds and constants."""
+    write = index % 2 == 0
+    lookups = index % 3  # 0, 1 or 2 look-ups
+    limit = 1000 + index
+    text = f"""\
+apiVersion: callgate/v1
+kind: ToolContract
+metadata:
+  name: tool{index:04d}
+  version: "1.{index % 7}.0"
+  owner: team{index % 13}@example.com
+  description: Benchmark tool number {index}, which acts on one record.
+spec:
+  effect: {"write" if write else "read"}
+{"  idempotency: key" if write else ""}
+  arguments:
+    type: object
+    required: [recordId, title, amount]
+    properties:
+      recordId: {{type: string, pattern: "^R-[0-9]{{1,8}}$"}}
+      title: {{type: string, minLength: 1, maxLength: {100 + index % 50}}}
+      amount: {{type: integer, minimum: 0, maximum: {limit}}}
+      dueAt: {{type: string, format: date-time}}
+      note: {{type: string, maxLength: 500}}
+"""
+    if lookups:
+        text += f"""\
+  lookups:
+    - name: record
+      collection: records{index % 5}
+      key: args.recordId
+      message: No record {{args.recordId}} is available to you.
+{RECORD_SCHEMA}"""
+    if lookups == 2:
+        text += f"""\
+    - name: owner
+      collection: users
+      key: record.ownerId
+{OWNER_SCHEMA}"""
+    record_rule = {
+        0: f'args.recordId.startsWith("R-") && size(args.recordId) < {12 + index % 5}',
+        1: f'record.status != "closed" && !has(record.closed_at) && args.amount != {index}',
+        2: f'owner.active && owner.tenant == record.tenant && args.amount != {index}',
+    }[lookups]
+    text += f"""\
+  rules:
+    - name: amount-below-limit
+      expression: args.amount < {limit - 100}
+      error_class: invalid_argument
+      message: "amount {{args.amount}} is above {limit - 100}; ask for a smaller amount."
+    - name: title-not-blank
+      expression: args.title != "" && size(args.title) <= {90 + index % 50}
+      error_class: invalid_argument
+      message: The title must not be blank or longer than {90 + index % 50} characters.
+    - name: due-in-future
+      expression: "!has(args.dueAt) || timestamp(args.dueAt) > now"
+      error_class: invalid_argument
+      message: "dueAt {{args.dueAt}} is in the past; use a future time."
+    - name: note-short-{index}
+      expression: "!has(args.note) || size(args.note) <= {400 + index % 100}"
+      error_class: invalid_argument
+      message: The note is too long; keep it under {400 + index % 100} characters.
+    - name: record-usable
+      expression: '{record_rule}'
+      error_class: conflict
+      message: Record {{args.recordId}} cannot be changed in its current state.
+  timeout: {1 + index % 9}s
+  examples:
+    - arguments: {{recordId: R-{index}, title: Example {index}, amount: {index % 900}}}
+"""
+    return text
+
+
+def policy(count: int) -> str:
+    groups: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    for index in range(count):
+        groups[index % 3].append(f"tool{index:04d}")
+    conditions = {
+        0: 'actor.role in ["agent", "supervisor"]',
+        1: "record.tenant == actor.tenant",
+        2: "record.tenant == actor.tenant && owner.tenant == actor.tenant",
+    }
+    rules = "".join(
+        f"""\
+    - name: allow-group-{group}
+      effect: allow
+      tools: [{", ".join(tools)}]
+      when: {conditions[group]}
+"""
+        for group, tools in groups.items() if tools
+    )
+    return f"""\
+apiVersion: callgate/v1
+kind: AccessPolicy
+metadata: {{name: benchmark-access, version: "1", owner: sec@example.com, description: bench}}
+spec:
+  actor:
+    type: object
+    required: [id, tenant, role]
+    properties:
+      id: {{type: string}}
+      tenant: {{type: string}}
+      role: {{type: string, enum: [agent, supervisor, viewer]}}
+      suspended: {{type: boolean}}
+  rules:
+    - name: suspended-actors
+      effect: deny
+      tools: ["*"]
+      when: has(actor.suspended) && actor.suspended
+{rules}"""
+
+
+ROUTING = f"""\
+apiVersion: callgate/v1
+kind: RoutingTable
+metadata: {{name: benchmark-routing, version: "1", owner: ops@example.com, description: bench}}
+spec:
+  routes:
+{ROUTES}"""
+
+
+def generate(root: Path, count: int) -> list[Path]:
+    contracts, policies = root / "contracts", root / "policies"
+    contracts.mkdir()
+    policies.mkdir()
+    for index in range(count):
+        (contracts / f"tool{index:04d}.yaml").write_text(contract(index), encoding="utf-8")
+    (policies / "access.yaml").write_text(policy(count), encoding="utf-8")
+    (policies / "routing.yaml").write_text(ROUTING, encoding="utf-8")
+    return [contracts, policies]
+
+
+def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(best wall-clock seconds, best CPU seconds, the result) over ``repeat`` runs."""
+    wall, cpu, result = float("inf"), float("inf"), None
+    for _ in range(repeat):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        result = run()
+        wall = min(wall, time.perf_counter() - started)
+        cpu = min(cpu, time.process_time() - started_cpu)
+    return wall, cpu, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contracts", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the 25 most expensive functions of one lint run")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="callgate-lint-bench-") as directory:
+        paths = generate(Path(directory), options.contracts)
+        compile_wall, compile_cpu, compilation = best_of(
+            options.repeat, lambda: compile_paths(paths))
+        lint_wall, lint_cpu, findings = best_of(options.repeat, lambda: lint(paths))
+        expressions = [r.expression for c in compilation.contracts.values() for r in c.rules]
+        expressions += [lk.key for c in compilation.contracts.values() for lk in c.lookups]
+        expressions += [r.when for r in compilation.access_rules]
+        distinct = len({e.source for e in expressions})
+        print(f"{options.contracts} contracts, {len(compilation.sources)} documents, "
+              f"{len(expressions)} CEL expressions ({distinct} distinct); "
+              f"best of {options.repeat}")
+        for label, wall, cpu in (("compile_paths", compile_wall, compile_cpu),
+                                 ("lint", lint_wall, lint_cpu)):
+            print(f"{label + ':':<15}{wall:7.2f} s wall, {cpu:7.2f} s CPU "
+                  f"({cpu / options.contracts * 1000:.1f} ms CPU per contract)")
+        print(f"findings:      {len(findings)}")
+        for finding in findings[:5]:
+            print(f"  {finding}")
+        if options.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(lint, paths)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
