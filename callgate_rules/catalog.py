@@ -366,7 +366,7 @@ def render_markdown(catalog: Catalog) -> str:
     for tool in catalog.tools:
         out += ["", f'<a id="{tool.anchor}"></a>', "", f"## {_md(tool.name)}", "",
                 _md(tool.description), ""]
-        out += _md_table(("", ""), (
+        out += _md_table(("", ""), (  # Markdown tables need a header row, even an empty one
             ("owner", _md_cell(tool.owner)), ("version", _md_cell(tool.version)),
             ("effect", _md_cell(_EFFECTS.get(tool.effect, tool.effect))),
             ("confirmation", _md_cell(_joined(tool.confirmation, tool.confirmation_detail))),
@@ -459,8 +459,9 @@ def _html_table(header: Sequence[str], rows: Iterable[Sequence[str]],
                 css: str = "") -> list[str]:
     """``header`` is plain text; ``rows`` hold HTML already escaped by the caller."""
     attribute = f' class="{css}"' if css else ""
-    lines = [f"<table{attribute}>", "<tr>" + "".join(f"<th>{_h(h)}</th>" for h in header)
-             + "</tr>"]
+    lines = [f"<table{attribute}>"]
+    if any(header):
+        lines.append("<tr>" + "".join(f"<th>{_h(h)}</th>" for h in header) + "</tr>")
     lines += ["<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows]
     return lines + ["</table>"]
 

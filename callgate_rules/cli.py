@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import click
 
 from .compiler import load
-from .scenarios import load_config_for
 from .errors import CallgateError, ConfigError, InputError, StoreConfigError
 from .gate import Gate
 from .lint import FORMATS, render
 from .lint import lint as run_lint
+from .scenarios import load_config_for
 from .source import read_data_file
 from .world import WorldResolvers, check_world
 

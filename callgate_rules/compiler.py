@@ -23,7 +23,6 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 
 from .cel import CelSyntaxError, CompiledExpression, compile_expression
-from .errors import ConfigError, ErrorClass, InputError, Location, Route
 from .documents import (
     AccessPolicies,
     AccessRule,
@@ -45,6 +44,7 @@ from .documents import (
     Rule,
     Template,
 )
+from .errors import ConfigError, ErrorClass, InputError, Location, Route
 from .provenance import Thresholds
 from .source import NodePath, SourceDocument, iter_yaml_files, read_documents
 

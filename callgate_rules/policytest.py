@@ -37,7 +37,7 @@ from typing import Any
 
 from .documents import GateConfig
 from .errors import ErrorClass, InputError, Route
-from .scenarios import Scenario, ScenarioResult, _scenario, run_scenarios
+from .scenarios import Scenario, ScenarioResult, _scenario
 from .source import iter_yaml_files, parse_yaml_text
 
 CASE_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "propose",
@@ -64,7 +64,7 @@ def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
                                  "spec.cases, a list of cases")
             defaults = {k: spec[k] for k in ("actor", "world", "now", "faults", "session")
                         if k in spec}
-            for index, case in enumerate(spec["cases"]):
+            for index in range(len(spec["cases"])):
                 cases.append(_case(document.sub(("spec", "cases", index)), file, defaults))
     return cases
 

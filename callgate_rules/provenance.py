@@ -187,8 +187,7 @@ def _numbers_in(text: str) -> Iterator[Decimal]:
     differ (``1,000.00`` and ``1.000,00`` are both 1000)."""
     for match in _NUMBER.finditer(text):
         raw = re.sub(r"[\s'\u00a0\u202f]", "", match.group(0))
-        for candidate in _readings(raw):
-            yield candidate
+        yield from _readings(raw)
 
 
 def _readings(raw: str) -> Iterator[Decimal]:

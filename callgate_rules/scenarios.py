@@ -164,8 +164,9 @@ def _scenario(document: SourceDocument, file: Path,
             raise InputError(f"{document.locate(('steps', index, key, '<key>'))}: unknown "
                              f"step field {key!r}")
         for key in set(step.get("expect", {})) - EXPECT_KEYS:
+            known = ", ".join(sorted(EXPECT_KEYS))
             raise InputError(f"{document.locate(('steps', index, 'expect', key, '<key>'))}: "
-                             f"unknown expectation {key!r}; known: {', '.join(sorted(EXPECT_KEYS))}")
+                             f"unknown expectation {key!r}; known: {known}")
     now = data.get("now", DEFAULT_NOW)
     if isinstance(now, str):
         now = datetime.fromisoformat(now.replace("Z", "+00:00"))
@@ -190,7 +191,7 @@ def _scenario(document: SourceDocument, file: Path,
 
 def _resolve(value: Any, file: Path, what: str) -> Any:
     if isinstance(value, str) and value.endswith((".yaml", ".yml", ".json")):
-        return read_data_file(str((file.parent / value)), what)
+        return read_data_file(str(file.parent / value), what)
     return value
 
 

@@ -72,7 +72,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _record_places(node: yaml.Node, path: NodePath, places: dict[NodePath, tuple[int, int]]) -> None:
+def _record_places(
+    node: yaml.Node, path: NodePath, places: dict[NodePath, tuple[int, int]]
+) -> None:
     places[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:

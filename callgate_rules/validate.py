@@ -176,8 +176,9 @@ def references(
                                     f"{len(found)} record(s)"))
             continue
         if not found:
+            fields = "|".join(lookup.fields)
             trace.append(TraceEntry("validate", f"lookup {lookup.name}", "not_found",
-                                    f"{lookup.collection}.{'|'.join(lookup.fields)} == {_short(key)}"))
+                                    f"{lookup.collection}.{fields} == {_short(key)}"))
             raise Rejection(
                 ErrorClass.NOT_FOUND,
                 f"no {lookup.collection} record with {'|'.join(lookup.fields)} == {_short(key)} "

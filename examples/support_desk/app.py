@@ -61,7 +61,8 @@ def main() -> int:
                                executors=simulator.executors(), finder=simulator.find,
                                store=store, clock=lambda: datetime(2026, 11, 29, 12, tzinfo=UTC))
         tools = tool_definitions(gate.config, "openai")
-        print(f"model is offered {len(tools)} tools: {', '.join(t['function']['name'] for t in tools)}")
+        names = ", ".join(t["function"]["name"] for t in tools)
+        print(f"model is offered {len(tools)} tools: {names}")
         messages: list[dict[str, Any]] = [
             {"role": "user", "content": "Set a follow-up on T-1001 for Dana and e-mail Anna."}]
         run = Run(started_at=gate.clock())

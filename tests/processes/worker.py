@@ -15,7 +15,7 @@ import os
 import sqlite3
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
