@@ -11,6 +11,7 @@ Values crossing this border are plain Python: ``dict``, ``list``, ``str``, ``int
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -64,13 +65,21 @@ def parse(source: str) -> Tree:
     try:
         return _environment.compile(source)
     except celpy.CELParseError as error:
-        detail = str(error.args[0] if error.args else error).strip().splitlines()
-        message = detail[0] if detail else "syntax error"
-        raise CelSyntaxError(
-            f"CEL syntax error near {message.strip()!r}",
-            getattr(error, "line", None) or 1,
-            getattr(error, "column", None) or 1,
-        ) from None
+        line = getattr(error, "line", None) or 1
+        column = getattr(error, "column", None) or 1
+        raise CelSyntaxError(_syntax_message(source, line, column), line, column) from None
+
+
+def _syntax_message(source: str, line: int, column: int) -> str:
+    """Name what the parser stumbled on, not a dump of the whole expression."""
+    lines = source.splitlines() or [""]
+    text = lines[min(line, len(lines)) - 1]
+    rest = text[column - 1:].strip()
+    if not rest:
+        return "CEL syntax error: the expression ends too early (a missing operand or ')'?)"
+    token = re.match(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|\S{1,2}", rest)
+    found = token.group(0) if token else rest[:1]
+    return f"CEL syntax error: unexpected `{found}` here"
 
 
 def compile_expression(source: str) -> CompiledExpression:

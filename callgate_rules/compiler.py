@@ -336,12 +336,9 @@ class _Compiler:
             compiled = self.compiled[text] = compile_expression(text)
             return compiled
         except CelSyntaxError as error:
-            base = source.locate(path)
-            # A CEL error inside a one-line scalar is on that line, shifted by the column.
-            column = base.column + error.column - 1 if error.line == 1 else error.column
-            line = base.line + error.line - 1
-            self.findings.append(Finding(Location(base.path, line, column), "error",
-                                         "cel-syntax", f"{dotted(path)}: {error}"))
+            place = source.locate_in_scalar(path, error.line, error.column)
+            self.findings.append(Finding(place, "error", "cel-syntax",
+                                         f"{dotted(path)}: {error}"))
             return None
 
     # -- ToolContract

@@ -17,11 +17,12 @@ The layout
   in 100 columns is *folded* (``>-``), breaking before ``&&`` and ``||`` where it can; one
   that is already folded keeps its author's line breaks; one that fits is unfolded. Inside
   a flow mapping (``{...}``) an expression is never folded.
-- Every other scalar keeps the style its author chose (quotes, folding), and flow
-  collections stay flow collections.
+- Every other scalar keeps the style its author chose (quotes, folding), and a flow
+  collection (``{...}``, ``[...]``) stays one, on one line.
 - Comments stay with the key or list item they stand above, indented like it; a comment at
   the end of a line stays at the end of that line (after two spaces). Runs of blank lines
-  become one; no blank line opens a mapping or a document.
+  become one; no blank line opens a mapping or a document. A comment after a document's
+  last line closes the document, at the first column.
 
 Formatting never changes the data (checked on every file: the documents are read before and
 after and compared), never loses a comment (counted before and after), and is idempotent.
@@ -42,6 +43,7 @@ from ruamel.yaml.comments import Comment, CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.scalarstring import (
     FoldedScalarString,
+    LiteralScalarString,
     PlainScalarString,
     SingleQuotedScalarString,
 )
@@ -208,8 +210,8 @@ def fold_positions(text: str, width: int) -> list[int]:
             continue
         if char in "\"'":
             quote = char
-        elif (char == " " and 0 < index < len(text) - 1 and text[index - 1] != " "
-              and text[index + 1] != " "):
+        elif (char == " " and 0 < index < len(text) - 1 and not text[index - 1].isspace()
+              and not text[index + 1].isspace()):
             is_operator = text.startswith(("&& ", "|| "), index + 1)
             (operator_breaks if is_operator else other_breaks).append(index)
     positions: list[int] = []
@@ -344,7 +346,8 @@ def _map_text(text: str) -> _TextMap:
                 walk(item, child, document)
 
     for root in yaml.compose_all(text, Loader=_FAST_LOADER):
-        if root is not None:
+        # an empty document (``---`` followed by nothing) holds nothing callgate reads
+        if root is not None and root.tag != "tag:yaml.org,2002:null":
             document = _DocumentMap(root.start_mark.line)
             walk(root, (), document)
             text_map.documents.append(document)
@@ -464,8 +467,9 @@ def _strip_comments(node: Any) -> None:
         setattr(node, Comment.attrib, Comment())
         for child in node.values() if isinstance(node, CommentedMap) else node:
             _strip_comments(child)
-    if hasattr(node, "comment"):
-        node.comment = None
+    if isinstance(node, LiteralScalarString | FoldedScalarString):
+        # a comment after the block scalar's ``|`` or ``>`` (ruamel declares it in __slots__)
+        node.comment = None  # type: ignore[union-attr]
 
 
 def is_callgate_document(data: Any) -> bool:
@@ -481,34 +485,42 @@ def format_text(text: str, path: str) -> str | None:
     before = [source.data for source in parse_yaml_text(text, path)]
     if not any(is_callgate_document(data) for data in before):
         return None
+    handler = _yaml()
     try:
-        documents = list(_yaml().load_all(text))
-    except RuamelYAMLError as error:
-        raise InputError(f"{path}: error YAML {error}") from None
+        documents = [data for data in handler.load_all(text) if data is not None]
+    except RuamelYAMLError as error:  # YAML that PyYAML reads and ruamel does not: rare
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise InputError(f"{where}: error YAML {problem}") from None
     source = _map_text(text)
     comments = _collect_comments(source, path)
     parts = []
-    for data, document_comments in zip(
-            [d for d in documents if d is not None], comments, strict=True):
+    for data, document_comments in zip(documents, comments, strict=True):
         _strip_comments(data)
         if is_callgate_document(data):
             _arrange(data, KEY_ORDER.get(str(data.get("kind")), _ANY_KIND), ())
         stream = io.StringIO()
-        _yaml().dump(data, stream)
+        handler.dump(data, stream)
         parts.append(_place_comments(stream.getvalue(), document_comments))
     formatted = "\n---\n".join(parts) + "\n"
     _check_unchanged(text, formatted, source, path)
     return formatted
 
 
+def _documents(text: str) -> list[Any]:
+    """The documents as callgate reads them: empty ones do not count."""
+    return [data for data in yaml.load_all(text, Loader=_FAST_LOADER) if data is not None]
+
+
 def _check_unchanged(text: str, formatted: str, source: _TextMap, path: str) -> None:
     try:
-        after = list(yaml.load_all(formatted, Loader=_FAST_LOADER))
+        after = _documents(formatted)
         after_comments = _map_text(formatted).comments()
     except yaml.YAMLError as error:
         raise FormatError(f"{path}: fmt produced YAML it cannot read ({error}); the file is "
                           "left unchanged — please report this") from None
-    if after != list(yaml.load_all(text, Loader=_FAST_LOADER)):
+    if after != _documents(text):
         raise FormatError(f"{path}: fmt would change the data of this file; it is left "
                           "unchanged — please report this")
     lost = Counter(source.comments()) - Counter(after_comments)

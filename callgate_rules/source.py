@@ -30,6 +30,11 @@ class SourceDocument:
     data: Any
     places: Mapping[NodePath, tuple[int, int]] = field(repr=False)
     index: int = 0  # position of the document within its file (``---`` separated)
+    # scalar node → (style, first line, last line), 1-based; and the file's lines, so a
+    # place *inside* a multi-line scalar (a CEL error in a folded expression) can be found
+    scalars: Mapping[NodePath, tuple[str | None, int, int]] = field(default_factory=dict,
+                                                                   repr=False)
+    lines: tuple[str, ...] = field(default=(), repr=False)
 
     def locate(self, node_path: NodePath) -> Location:
         """The place of ``node_path``, or of its nearest ancestor that has one."""
@@ -42,6 +47,47 @@ class SourceDocument:
         line, column = self.places.get((), (1, 1))
         return Location(self.path, line, column)
 
+    def locate_in_scalar(self, node_path: NodePath, line: int, column: int) -> Location:
+        """The file place of (``line``, ``column``), 1-based, within the scalar's value."""
+        base = self.locate(node_path)
+        style, first, last = self.scalars.get(tuple(node_path), (None, base.line, base.line))
+        if first == last and style not in ("|", ">"):
+            quote = 1 if style in ("'", '"') else 0
+            return Location(base.path, base.line, base.column + quote + column - 1)
+        pieces = self._scalar_pieces(style, first, last, base.column)
+        if not pieces:
+            return base
+        separator = "\n" if style == "|" else " "
+        value_lines = separator.join(text for _, _, text in pieces).split("\n")
+        offset = sum(len(text) + 1 for text in value_lines[:line - 1]) + column - 1
+        for number, start, text in pieces:
+            if offset <= len(text):
+                return Location(base.path, number, start + offset)
+            offset -= len(text) + 1
+        number, start, text = pieces[-1]
+        return Location(base.path, number, start + len(text))
+
+    def _scalar_pieces(self, style: str | None, first: int, last: int,
+                       column: int) -> list[tuple[int, int, str]]:
+        """(line, column of its first character, text) for each line of a scalar's value."""
+        pieces: list[tuple[int, int, str]] = []
+        if style in ("|", ">"):
+            for number in range(first + 1, min(last, len(self.lines)) + 1):
+                raw = self.lines[number - 1]
+                if raw.strip():
+                    indent = len(raw) - len(raw.lstrip())
+                    pieces.append((number, indent + 1, raw.strip()))
+            return pieces
+        quote = 1 if style in ("'", '"') else 0
+        for number in range(first, min(last, len(self.lines)) + 1):
+            raw = self.lines[number - 1]
+            if number == first:
+                text = raw[column - 1 + quote:]
+                pieces.append((number, column + quote, text.rstrip()))
+            elif raw.strip():
+                pieces.append((number, len(raw) - len(raw.lstrip()) + 1, raw.strip()))
+        return pieces
+
     def sub(self, prefix: NodePath) -> SourceDocument:
         """The node at ``prefix`` as a document of its own, still pointing into this file."""
         size = len(prefix)
@@ -50,7 +96,9 @@ class SourceDocument:
             data = data[part]
         places = {path[size:]: place for path, place in self.places.items()
                   if path[:size] == tuple(prefix)}
-        return SourceDocument(self.path, data, places, self.index)
+        scalars = {path[size:]: info for path, info in self.scalars.items()
+                   if path[:size] == tuple(prefix)}
+        return SourceDocument(self.path, data, places, self.index, scalars, self.lines)
 
 
 class _Loader(yaml.SafeLoader):
@@ -73,13 +121,17 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 
 def _record_places(
-    node: yaml.Node, path: NodePath, places: dict[NodePath, tuple[int, int]]
+    node: yaml.Node, path: NodePath, places: dict[NodePath, tuple[int, int]],
+    scalars: dict[NodePath, tuple[str | None, int, int]],
 ) -> None:
     places[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.ScalarNode):
+        end = node.end_mark.line + (1 if node.end_mark.column else 0)
+        scalars[path] = (node.style, node.start_mark.line + 1, max(end, node.start_mark.line + 1))
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = key_node.value
-            _record_places(value_node, (*path, key), places)
+            _record_places(value_node, (*path, key), places, scalars)
             # a key's own place is better than its value's for "unknown field" errors
             places[(*path, key, "<key>")] = (
                 key_node.start_mark.line + 1,
@@ -87,12 +139,13 @@ def _record_places(
             )
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _record_places(item, (*path, index), places)
+            _record_places(item, (*path, index), places, scalars)
 
 
 def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
     """Every document in ``text``; raises ``InputError`` naming the line on a YAML error."""
     documents: list[SourceDocument] = []
+    lines = tuple(text.splitlines())
     try:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is None:
@@ -100,8 +153,9 @@ def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
             loader = _Loader("")
             data = loader.construct_document(node)
             places: dict[NodePath, tuple[int, int]] = {}
-            _record_places(node, (), places)
-            documents.append(SourceDocument(path, data, places, index))
+            scalars: dict[NodePath, tuple[str | None, int, int]] = {}
+            _record_places(node, (), places, scalars)
+            documents.append(SourceDocument(path, data, places, index, scalars, lines))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path

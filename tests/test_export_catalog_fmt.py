@@ -21,8 +21,13 @@ import yaml
 from click.testing import CliRunner
 
 import callgate_rules.cli as cli_module
-from callgate_rules.catalog import DECIDING_ORDER, build_catalog, load_catalog
-from callgate_rules.catalog import render_html, render_markdown
+from callgate_rules.catalog import (
+    DECIDING_ORDER,
+    build_catalog,
+    load_catalog,
+    render_html,
+    render_markdown,
+)
 from callgate_rules.cli import main
 from callgate_rules.compiler import load
 from callgate_rules.fmt import WIDTH, cel_scalar, fold_positions, format_paths, format_text

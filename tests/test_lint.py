@@ -232,9 +232,6 @@ def test_cel_syntax_error_points_at_the_expression(project: Any) -> None:
     assert finding.message.startswith("spec.rules[0].expression: CEL syntax error")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: compiler.expression maps a CEL error from the "
-                   "scalar's start mark; for a block scalar (>- or |) that is the indicator line, "
-                   "so the finding names the line above the expression and a column past its end")
 def test_cel_syntax_error_in_a_block_expression_points_inside_it(project: Any) -> None:
     block = ('    - expression: >-\n'
              '        ticket.status != "closed"\n'
