@@ -431,11 +431,18 @@ def _place_comments(bare: str, comments: _Comments) -> str:
     document = _map_text(bare).documents[0]
     above_at: dict[int, list[str]] = {}
     end_at: dict[int, list[str]] = {}
+    orphans: list[str] = []  # a path the layout wrote differently: keep its comment at the end
     for path, block in comments.above.items():
+        if path not in document.starts:
+            orphans.extend(block)
+            continue
         opens_mapping = path in document.first_in_parent
         above_at.setdefault(document.starts[path][0], []).extend(
             _tidy(block, drop_leading=opens_mapping, drop_trailing=False))
     for path, texts in comments.end.items():
+        if path not in document.starts:
+            orphans.extend(texts)
+            continue
         end_at.setdefault(document.starts[path][0], []).extend(texts)
     out = _tidy(comments.head, drop_leading=True, drop_trailing=False)
     for number, text in enumerate(bare.rstrip("\n").split("\n")):
@@ -443,7 +450,7 @@ def _place_comments(bare: str, comments: _Comments) -> str:
         block = _tidy(above_at.get(number, []), drop_leading=not out, drop_trailing=False)
         out.extend(f"{indent}{comment}" if comment else "" for comment in block)
         out.append(f"{text}  {' '.join(end_at[number])}" if number in end_at else text)
-    tail = _tidy(comments.tail, drop_leading=False, drop_trailing=True)
+    tail = _tidy(orphans + comments.tail, drop_leading=False, drop_trailing=True)
     if any(tail):
         out.extend(tail)
     return "\n".join(out)

@@ -431,52 +431,88 @@ GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
     "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
 }
+OTHER = CONTRACT.replace("closeTicket", "reopenTicket")
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def commit(root: Path, message: str) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "--no-gpg-sign", "-m", message)
+
+
+def write_tree(root: Path) -> None:
+    """The clean project plus a second tool, and nothing else under contracts/."""
+    write_project(root)
+    for extra in (root / "contracts").iterdir():
+        if extra.name not in ("contract.yaml", "other.yaml"):
+            extra.unlink()
+    (root / "contracts" / "other.yaml").write_text(OTHER, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def base_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One repository for the module, whose single commit is the clean project."""
+    root = tmp_path_factory.mktemp("repository")
+    (root / "contracts").mkdir()
+    write_tree(root)
+    git(root, "init", "-q")
+    commit(root, "the clean project")
+    return root
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
-    """A git repository in ``tmp_path`` whose first commit is the clean project; the returned
-    function commits the project as changed by its arguments and runs ``lint --since HEAD~1``
-    in it."""
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "contracts").mkdir()
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "contracts" / "other.yaml").write_text(
-        CONTRACT.replace("closeTicket", "reopenTicket"), encoding="utf-8")
-    write_project(tmp_path)
-    git("init", "-q", "-b", "main")
-    commit("the clean project")
+def repo(base_repository: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """Lays the committed project out again, then returns a function that changes the work
+    tree as told and runs ``lint --since HEAD`` in the repository: lint compares the
+    documents as they are now, committed or not, with the revision."""
+    write_tree(base_repository)
+    monkeypatch.chdir(base_repository)
 
     def change_and_lint(*extra: str, contract: str = CONTRACT, policy: str = POLICY,
                         remove: str | None = None) -> Result:
-        write_project(tmp_path, contract=contract, policy=policy)
+        write_project(base_repository, contract=contract, policy=policy)
         if remove:
-            (tmp_path / remove).unlink()
-        commit("a change")
-        return invoke("--since", "HEAD~1", *extra)
+            (base_repository / remove).unlink()
+        return invoke("--since", "HEAD", *extra)
 
     return change_and_lint
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout
-
-
-def commit(message: str) -> None:
-    git("add", "-A")
-    git("commit", "-q", "--no-gpg-sign", "--allow-empty", "-m", message)
-
-
 def findings_of(result: Result) -> list[tuple[str, int, int, str, str]]:
-    lines = result.stdout.splitlines()
     parsed = []
-    for line in lines:
+    for line in result.stdout.splitlines():
         where, severity, code, _ = line.split(" ", 3)
         path, number, column, _ = where.split(":")
         parsed.append((path, int(number), int(column), severity, code))
     return parsed
+
+
+def test_committed_changes_are_compared_with_an_earlier_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_project(tmp_path)
+    git(tmp_path, "init", "-q")
+    commit(tmp_path, "the clean project")
+    text = CONTRACT.replace("is already closed.", "was closed already.")
+    write_project(tmp_path, contract=text)
+    commit(tmp_path, "a new message, no new version")
+    write_project(tmp_path, contract=text.replace('"1.0.0"', '"1.0.1"'))
+    commit(tmp_path, "the version, too late")
+    monkeypatch.chdir(tmp_path)
+    assert findings_of(invoke("--since", "HEAD~1")) == []
+    result = invoke("--since", "HEAD~2", "contracts", "policies")
+    assert (result.exit_code, result.stdout) == (0, "")
+    write_project(tmp_path, contract=text)  # the bump undone in the work tree
+    result = invoke("--since", "HEAD~2")
+    assert result.exit_code == 1
+    assert findings_of(result) == [("contracts/contract.yaml", *place(text, '"1.0.0"'),
+                                    "error", "version-not-bumped")]
+    assert result.stdout.rstrip().endswith(
+        "ToolContract closeTicket changed since HEAD~2 (spec.rules) but metadata.version is "
+        "still 1.0.0; raise it to 1.0.1 so that decisions record which behaviour applied")
 
 
 def test_reformatting_and_comments_are_no_change(repo: Callable[..., Result]) -> None:
@@ -484,19 +520,7 @@ def test_reformatting_and_comments_are_no_change(repo: Callable[..., Result]) ->
         "      ticketId: {type: string, maxLength: 20}\n",
         "      ticketId:\n        type: string   # the ID\n        maxLength: 20\n")
     result = repo(contract=reformatted)
-    assert result.exit_code == 0, result.output
-    assert result.stdout == ""
-
-
-def test_a_change_without_a_version_bump_is_an_error(repo: Callable[..., Result]) -> None:
-    text = CONTRACT.replace("is already closed.", "was closed already.")
-    result = repo(contract=text)
-    assert result.exit_code == 1
-    assert findings_of(result) == [("contracts/contract.yaml", *place(text, '"1.0.0"'),
-                                    "error", "version-not-bumped")]
-    assert result.stdout.rstrip().endswith(
-        "ToolContract closeTicket changed since HEAD~1 (spec.rules) but metadata.version is "
-        "still 1.0.0; raise it to 1.0.1 so that decisions record which behaviour applied")
+    assert (result.exit_code, result.stdout) == (0, "")
 
 
 def test_a_change_with_a_version_bump_is_clean(repo: Callable[..., Result]) -> None:
@@ -512,7 +536,7 @@ def test_policy_documents_are_matched_by_kind_and_name(repo: Callable[..., Resul
     line, column = place(policy, "version: 1")
     assert findings_of(result) == [("policies/policy.yaml", line, column + len("version: "),
                                     "error", "version-not-bumped")]
-    assert "AccessPolicy ci-access changed since HEAD~1 (spec.rules)" in result.stdout
+    assert "AccessPolicy ci-access changed since HEAD (spec.rules)" in result.stdout
 
 
 def test_a_lower_version_is_an_error(repo: Callable[..., Result]) -> None:
@@ -520,7 +544,7 @@ def test_a_lower_version_is_an_error(repo: Callable[..., Result]) -> None:
     result = repo(contract=text)
     assert findings_of(result) == [("contracts/contract.yaml", *place(text, '"0.9.0"'),
                                     "error", "version-decreased")]
-    assert "metadata.version went down from 1.0.0 at HEAD~1 to 0.9.0" in result.stdout
+    assert "metadata.version went down from 1.0.0 at HEAD to 0.9.0" in result.stdout
 
 
 NARROWED = (CONTRACT
@@ -542,7 +566,7 @@ def test_a_narrowed_schema_names_each_narrowing_where_it_is(repo: Callable[..., 
         ("contracts/contract.yaml", *place(NARROWED, "4}"), "error", "narrowed-arguments"),
         ("contracts/contract.yaml", *place(NARROWED, "[high]"), "error", "narrowed-arguments"),
     ]
-    tail = (" since HEAD~1, which refuses calls that passed before, but metadata.version is "
+    tail = (" since HEAD, which refuses calls that passed before, but metadata.version is "
             "still 1.0.0; raise it to 1.0.1")
     assert messages == [f"ToolContract closeTicket: {what}{tail}" for what in (
         "args.reason is now required",
@@ -567,21 +591,19 @@ def test_a_narrowed_schema_with_a_version_bump_is_clean(repo: Callable[..., Resu
     assert (result.exit_code, result.stdout) == (0, "")
 
 
-def test_a_removed_tool_is_an_error_unless_acknowledged(
-        repo: Callable[..., Result], tmp_path: Path) -> None:
+def test_a_removed_tool_is_an_error_unless_acknowledged(repo: Callable[..., Result]) -> None:
     result = repo(remove="contracts/other.yaml")
-    assert findings_of(result) == [("contracts/other.yaml", *place(CONTRACT, "closeTicket"),
+    assert findings_of(result) == [("contracts/other.yaml", *place(OTHER, "reopenTicket"),
                                     "error", "removed-tool")]
-    assert ("ToolContract reopenTicket (version 1.0.0 at HEAD~1) was removed" in result.stdout
+    assert ("ToolContract reopenTicket (version 1.0.0 at HEAD) was removed" in result.stdout
             and "acknowledge it with --allow-removed reopenTicket" in result.stdout)
-    acknowledged = invoke("--since", "HEAD~1", "--allow-removed", "reopenTicket")
+    acknowledged = invoke("--since", "HEAD", "--allow-removed", "reopenTicket")
     assert (acknowledged.exit_code, acknowledged.stdout) == (0, "")
 
 
 def test_a_tool_moved_to_another_file_is_no_change(
-        repo: Callable[..., Result], tmp_path: Path) -> None:
-    moved = (tmp_path / "contracts" / "other.yaml").read_text(encoding="utf-8")
-    (tmp_path / "contracts" / "moved.yaml").write_text(moved, encoding="utf-8")
+        repo: Callable[..., Result], base_repository: Path) -> None:
+    (base_repository / "contracts" / "moved.yaml").write_text(OTHER, encoding="utf-8")
     result = repo(remove="contracts/other.yaml")
     assert (result.exit_code, result.stdout) == (0, "")
 
@@ -596,10 +618,8 @@ def test_since_outside_a_repository_or_with_an_unknown_ref_is_one_line_exit_2(
     assert outside.stderr.splitlines() == [
         f"callgate: --since HEAD~1: {tmp_path} is not inside a git repository; run lint in a "
         "checkout, or drop --since"]
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    git("init", "-q")
-    commit("only one")
+    git(tmp_path, "init", "-q")
+    commit(tmp_path, "only one")
     unknown = invoke("--since", "HEAD~1")
     assert (unknown.exit_code, unknown.stdout) == (2, "")
     [line] = unknown.stderr.splitlines()

@@ -92,6 +92,9 @@ _METHODS: dict[str, tuple[int, int, str]] = {
     "getMinutes": (0, 1, "get_minutes"),
     "getSeconds": (0, 1, "get_seconds"),
     "getMilliseconds": (0, 1, "get_milliseconds"),
+    # callgate's extensions (cel.EXTENSION_FUNCTIONS gives cel-python the same)
+    "lowerAscii": (0, 0, "lower_ascii"),
+    "upperAscii": (0, 0, "upper_ascii"),
 }
 # Macros cel-python recognises by method name; reduce and min are its own extensions.
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "reduce", "min"})

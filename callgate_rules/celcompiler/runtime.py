@@ -492,6 +492,19 @@ def _strings(function: str, receiver: Any, argument: Any) -> tuple[str, str]:
     raise no_overload(function, receiver, argument)
 
 
+def lower_ascii(receiver: Any) -> str:
+    """``s.lowerAscii()``: only ASCII letters change, as in cel-go's strings extension."""
+    if not isinstance(receiver, str):
+        raise no_overload("lowerAscii", receiver)
+    return "".join(c.lower() if c.isascii() else c for c in receiver)
+
+
+def upper_ascii(receiver: Any) -> str:
+    if not isinstance(receiver, str):
+        raise no_overload("upperAscii", receiver)
+    return "".join(c.upper() if c.isascii() else c for c in receiver)
+
+
 def contains(receiver: Any, argument: Any) -> bool:
     text, fragment = _strings("contains", receiver, argument)
     return fragment in text
@@ -748,6 +761,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "starts_with": starts_with,
     "ends_with": ends_with,
+    "lower_ascii": lower_ascii,
+    "upper_ascii": upper_ascii,
     "matches": matches,
     "matches_compiled": matches_compiled,
     "to_int": to_int,

@@ -93,7 +93,6 @@ def test_a_typical_rule_compiles_and_decides() -> None:
         "uint(1)",
         "type(1) == int",  # type values
         "int",
-        "'a'.lowerAscii()",  # not in cel-python
         "[1].exists(i, v, v > 0)",  # two-variable macros
         "[1, 2].reduce(r, x, 0, r + x)",  # cel-python's own extension
         "google.protobuf.Int32Value{value: 1}",  # protobuf messages
@@ -104,6 +103,19 @@ def test_a_typical_rule_compiles_and_decides() -> None:
 )
 def test_constructs_left_to_cel_python_fall_back(source: str) -> None:
     assert compile_expression(source).backend == "cel-python"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("'AbC@Ex.ORG'.lowerAscii()", "abc@ex.org"),
+    ("'straße ÄÖ'.upperAscii()", "STRAßE ÄÖ"),  # only ASCII letters change
+])
+def test_callgate_string_extensions_agree_on_both_backends(source: str, expected: str) -> None:
+    from callgate_rules.cel import _interpreted, parse
+
+    compiled = compile_expression(source)
+    assert compiled.backend == "compiled"
+    assert compiled({}) == expected
+    assert _interpreted(parse(source))({}) == expected
 
 
 # && || ?: --------------------------------------------------------------------------------------
