@@ -421,6 +421,27 @@ def review_list(store_url: str, show_all: bool, output_format: str) -> None:
                    f"{item.created_at:%Y-%m-%d %H:%M}  {item.summary}{resolved}")
 
 
+@review.command("take")
+@click.option("--by", "by", envvar="USER", default="reviewer", show_default=True)
+@STORE_OPTION
+@clear_errors
+def review_take(by: str, store_url: str) -> None:
+    """Take the oldest open item for yourself; two reviewers never get the same one."""
+    from .store import open_store
+
+    store = open_store(store_url)
+    try:
+        item = store.take_review(reviewer=by, now=_utc_now())
+    finally:
+        store.close()
+    if item is None:
+        click.echo("no open review item")
+        return
+    click.echo(f"{item.review_id} taken by {item.taken_by}: {item.reason}: {item.summary}")
+    if item.payload:
+        click.echo(json.dumps(dict(item.payload), indent=2, ensure_ascii=False, default=str))
+
+
 @review.command("resolve")
 @click.argument("review_id")
 @click.option("--as", "resolution", type=click.Choice(["succeeded", "failed"]), required=True)

@@ -85,6 +85,10 @@ def test_review_list_and_resolve(tmp_path: Path) -> None:
     listed = runner.invoke(main, ["review", "list", "--store", url])
     assert listed.exit_code == 0 and review_id in listed.output
     assert "reconcile_failed" in listed.output
+    taken = runner.invoke(main, ["review", "take", "--by", "lee", "--store", url])
+    assert taken.exit_code == 0 and f"{review_id} taken by lee" in taken.output
+    assert "no open review item" in runner.invoke(
+        main, ["review", "take", "--by", "kim", "--store", url]).output
     resolved = runner.invoke(main, ["review", "resolve", review_id, "--as", "succeeded",
                                     "--note", "found it in the CRM", "--by", "lee",
                                     "--store", url])
