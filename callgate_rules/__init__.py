@@ -33,10 +33,12 @@ from .errors import (
 )
 from .execute import ExecutionRequest, Executor, Finder
 from .formats import (
+    ToolDefinitionError,
     anthropic_tool,
     anthropic_tool_result,
     mcp_tool,
     openai_function_call_output,
+    openai_responses_tool,
     openai_tool,
     openai_tool_message,
     tool_definitions,
@@ -51,7 +53,8 @@ __all__ = [
     "ConnectionLost", "Decision", "DecisionLog", "ErrorClass", "ExecutionRequest", "Executor",
     "Finder", "Finding", "Gate", "InputError", "LeaseLost", "OperationIdReused",
     "OutcomeTimeout", "RateLimited", "Refused", "Route", "Run", "ShadowVerdict",
-    "StateConflict", "StoreConfigError", "StoreError", "ToolError", "TraceEntry", "Unavailable",
+    "StateConflict", "StoreConfigError", "StoreError", "ToolDefinitionError", "ToolError",
+    "TraceEntry", "Unavailable", "openai_responses_tool",
     "WorldResolvers", "anthropic_tool", "anthropic_tool_result", "load", "mcp_tool",
     "open_store", "openai_function_call_output", "openai_tool", "openai_tool_message",
     "tool_definitions",
