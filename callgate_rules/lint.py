@@ -50,22 +50,30 @@ def lint(
 # What each expression may read -----------------------------------------------------------------
 
 
-def _expressions(contract: Contract) -> Iterator[tuple[str, CompiledExpression, frozenset[str],
-                                                       Location]]:
-    """(label, expression, variables it may read, where it is) for every CEL in a contract."""
+def _expressions(compilation: Compilation, contract: Contract
+                 ) -> Iterator[tuple[str, CompiledExpression, frozenset[str], Location]]:
+    """(label, expression, variables it may read, where its text is) for every CEL in a
+    contract; the place is the expression itself, so an editor jumps to the right line."""
+    source = compilation.contract_sources[contract.name]
+    lookups = _item_paths(source, ("spec", "lookups"))
+    rules = _item_paths(source, ("spec", "rules"))
     known = set(BASE_VARIABLES)
     for lookup in contract.lookups:
-        yield f"lookups.{lookup.name}.key", lookup.key, frozenset(known), lookup.location
+        yield (f"lookups.{lookup.name}.key", lookup.key, frozenset(known),
+               _at(source, lookups, lookup.location, "key"))
         if lookup.when is not None:
-            yield f"lookups.{lookup.name}.when", lookup.when, frozenset(known), lookup.location
+            yield (f"lookups.{lookup.name}.when", lookup.when, frozenset(known),
+                   _at(source, lookups, lookup.location, "when"))
         known.add(lookup.name)
     for rule in contract.rules:
-        yield f"rules.{rule.name}", rule.expression, frozenset(known), rule.location
-    location = contract.document.location
+        yield (f"rules.{rule.name}", rule.expression, frozenset(known),
+               _at(source, rules, rule.location, "expression"))
     if contract.verify is not None:
-        yield "verify", contract.verify, frozenset(known | {"result"}), location
+        yield ("verify", contract.verify, frozenset(known | {"result"}),
+               source.locate(("spec", "verify", "expression")))
     if contract.reconcile_match is not None:
-        yield "reconcile.match", contract.reconcile_match, frozenset(known | {"found"}), location
+        yield ("reconcile.match", contract.reconcile_match, frozenset(known | {"found"}),
+               source.locate(("spec", "reconcile", "match")))
 
 
 def _field_schemas(compilation: Compilation, contract: Contract) -> dict[str, Mapping[str, Any]]:
@@ -88,22 +96,23 @@ def _field_schemas(compilation: Compilation, contract: Contract) -> dict[str, Ma
 
 def check_variables(compilation: Compilation) -> Iterator[Finding]:
     for contract in compilation.contracts.values():
-        for label, expression, allowed, location in _expressions(contract):
+        for label, expression, allowed, location in _expressions(compilation, contract):
             for name in sorted(expression.variables - allowed):
                 yield Finding(location, "error", "unknown-variable",
                               f"{contract.name} {label}: {name!r} is not defined here; "
                               f"known: {', '.join(sorted(allowed))}")
     tools = compilation.contracts
+    place = _access_rule_places(compilation)
     for rule in compilation.access_rules:
         applies = [c for c in tools.values() if rule.applies_to(c.name)]
         for name in sorted(rule.when.variables - BASE_VARIABLES):
             missing = [c.name for c in applies if name not in {lk.name for lk in c.lookups}]
             if not applies or len(missing) == len(applies):
-                yield Finding(rule.location, "error", "unknown-variable",
+                yield Finding(place(rule, "when"), "error", "unknown-variable",
                               f"access rule {rule.name}: {name!r} is not a variable of any tool "
                               "it applies to")
             elif missing:
-                yield Finding(rule.location, "warning", "unknown-variable",
+                yield Finding(place(rule, "when"), "warning", "unknown-variable",
                               f"access rule {rule.name}: {name!r} is not looked up by "
                               f"{', '.join(missing)}; there the rule fails to evaluate")
         for tool in sorted(rule.tools - {"*"} - set(tools)):
@@ -116,14 +125,15 @@ def check_fields(compilation: Compilation) -> Iterator[Finding]:
     """References to fields that cannot exist, and optional fields read without has()."""
     for contract in compilation.contracts.values():
         schemas = _field_schemas(compilation, contract)
-        for label, expression, _, location in _expressions(contract):
+        for label, expression, _, location in _expressions(compilation, contract):
             yield from _field_findings(contract.name, label, expression, schemas, location)
+    place = _access_rule_places(compilation)
     for rule in compilation.access_rules:
         for contract in compilation.contracts.values():
             if rule.applies_to(contract.name):
                 schemas = _field_schemas(compilation, contract)
                 yield from _field_findings(contract.name, f"access rule {rule.name}", rule.when,
-                                           schemas, rule.location)
+                                           schemas, place(rule, "when"))
 
 
 def _field_findings(

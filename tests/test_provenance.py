@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -205,15 +206,11 @@ def test_a_later_rule_still_holds_when_one_asks_for_confirmation(tmp_path: Path,
     from .conftest import Reference, load_yaml
 
     contracts, policies = Reference.copy(tmp_path)
-    text = (contracts / "sendPayment.yaml").read_text()
-    text = text.replace("  confirmation:\n", """\
-    - name: small-amounts-only
-      expression: double(args.amount) < 1000.0
-      error_class: invalid_argument
-      message: too much
-  confirmation:
-""", 1)
-    (contracts / "sendPayment.yaml").write_text(text)
+    document = load_yaml(contracts / "sendPayment.yaml")
+    document["spec"]["rules"].append({  # after the rule that asks for confirmation
+        "name": "small-amounts-only", "expression": "double(args.amount) < 1000.0",
+        "error_class": "invalid_argument", "message": "too much"})
+    (contracts / "sendPayment.yaml").write_text(yaml.safe_dump(document))
     gate = Gate.from_paths(contracts, policies,
                            resolvers=WorldResolvers(load_yaml(REPO / "examples" / "world.yaml")))
     decision = gate.check(PAYMENT, actor=dana, now=now, session={"authenticated": True},
