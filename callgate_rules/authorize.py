@@ -31,11 +31,12 @@ def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
                 session: Mapping[str, Any] | None = None) -> None:
     """The host's actor and session facts must match their declared schemas: what does not
     is never trusted."""
-    checks = ((policies.actor_validator, actor, "actor", "actor-schema"),
-              (policies.session_validator, session or {}, "session", "session-schema"))
-    for validator, value, name, rule in checks:
-        if validator is None:
-            continue
+    checks = ((policies.actor_validator, policies.actor_valid, actor, "actor", "actor-schema"),
+              (policies.session_validator, policies.session_valid, session or {}, "session",
+               "session-schema"))
+    for validator, valid, value, name, rule in checks:
+        if validator is None or (valid is not None and valid(value)):
+            continue  # the compiled verdict; jsonschema explains a failure
         error = best_match(validator.iter_errors(value))
         if error is not None:
             where = ".".join(str(p) for p in error.absolute_path) or name

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
 
 from .cel import CelSyntaxError, CompiledExpression, compile_expression
@@ -46,6 +46,7 @@ from .documents import (
 )
 from .errors import ConfigError, ErrorClass, InputError, Location, Route
 from .provenance import Thresholds
+from .schemacheck import validity_check
 from .source import NodePath, SourceDocument, iter_yaml_files, read_documents
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable")
@@ -221,6 +222,21 @@ def closed_objects(schema: Any) -> Any:
     return result
 
 
+@cache
+def _meta_validator() -> Draft202012Validator:
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
+def check_json_schema(schema: Any) -> None:
+    """``check_schema`` with the meta-schema validator built once, not once a contract."""
+    validator = _meta_validator()
+    if validator.is_valid(schema):
+        return
+    error = best_match(validator.iter_errors(schema))
+    if error is not None:
+        raise SchemaError.create_from(error)
+
+
 def argument_validator(schema: Mapping[str, Any]) -> Validator:
     return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
 
@@ -353,7 +369,7 @@ class _Compiler:
             return
         schema = closed_objects(spec["arguments"])
         try:
-            Draft202012Validator.check_schema(schema)
+            check_json_schema(schema)
         except SchemaError as error:
             self.error(source, ("spec", "arguments", *error.absolute_path), "schema",
                        f"spec.arguments is not a valid JSON Schema: {error.message}")
@@ -397,6 +413,7 @@ class _Compiler:
             effect=spec["effect"],
             arguments_schema=schema,
             validator=validator,
+            arguments_valid=validity_check(validator),
             lookups=lookups,
             rules=rules,
             verify=verify_expression,
@@ -470,7 +487,7 @@ class _Compiler:
                            "declare it once")
             else:
                 try:
-                    Draft202012Validator.check_schema(spec["session"])
+                    check_json_schema(spec["session"])
                     self.session_schema = spec["session"]
                 except SchemaError as error:
                     self.error(source, ("spec", "session"), "schema",
@@ -482,7 +499,7 @@ class _Compiler:
                            "declare it once")
             else:
                 try:
-                    Draft202012Validator.check_schema(spec["actor"])
+                    check_json_schema(spec["actor"])
                     self.actor_schema = spec["actor"]
                 except SchemaError as error:
                     self.error(source, ("spec", "actor"), "schema",
@@ -525,6 +542,10 @@ class _Compiler:
         actor_validator = (
             argument_validator(self.actor_schema) if self.actor_schema is not None else None
         )
+        session_validator = (
+            argument_validator(self.session_schema) if self.session_schema is not None
+            else None
+        )
         contracts = {
             name: replace(contract, private_lookups=tuple(
                 lookup for lookup in contract.lookups
@@ -539,9 +560,12 @@ class _Compiler:
                 actor_validator=actor_validator,
                 actor_schema=self.actor_schema,
                 documents=tuple(self.policy_documents),
-                session_validator=argument_validator(self.session_schema)
-                if self.session_schema is not None else None,
+                session_validator=session_validator,
                 session_schema=self.session_schema,
+                actor_valid=validity_check(actor_validator)
+                if actor_validator is not None else None,
+                session_valid=validity_check(session_validator)
+                if session_validator is not None else None,
             ),
             routing=self.routing or build_routing({}, None),
             documents=tuple(self.documents),

@@ -8,7 +8,7 @@ file and line of the rule that decided it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -159,6 +159,9 @@ class Contract:
     effect: str  # "read" or "write"
     arguments_schema: Mapping[str, Any]
     validator: Validator = field(repr=False)
+    # The validator's verdict alone, compiled (schemacheck): the hot path asks this first and
+    # asks ``validator`` for the detailed error only when the arguments are invalid.
+    arguments_valid: Callable[[Any], bool] = field(repr=False, compare=False)
     lookups: tuple[Lookup, ...]
     rules: tuple[Rule, ...]
     verify: CompiledExpression | None
@@ -218,6 +221,10 @@ class AccessPolicies:
     documents: tuple[DocumentRef, ...]
     session_validator: Validator | None = field(default=None, repr=False)
     session_schema: Mapping[str, Any] | None = None
+    # The validators' verdicts alone, compiled (schemacheck); None where there is no schema.
+    actor_valid: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
+    session_valid: Callable[[Any], bool] | None = field(default=None, repr=False,
+                                                        compare=False)
 
     def rules_for(self, tool: str) -> tuple[AccessRule, ...]:
         return tuple(rule for rule in self.rules if rule.applies_to(tool))

@@ -142,12 +142,26 @@ def _record_places(
             _record_places(item, (*path, index), places, scalars)
 
 
+# libyaml composes about ten times faster; where it is missing, or the text has an error,
+# the pure-Python composer runs, so every error message reads the same.
+_FAST_COMPOSER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
+
+
 def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
     """Every document in ``text``; raises ``InputError`` naming the line on a YAML error."""
+    if _FAST_COMPOSER is not None:
+        try:
+            return _documents(text, path, _FAST_COMPOSER)
+        except (yaml.YAMLError, InputError):
+            pass
+    return _documents(text, path, _Loader)
+
+
+def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     lines = tuple(text.splitlines())
     try:
-        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+        for index, node in enumerate(yaml.compose_all(text, Loader=composer)):
             if node is None:
                 continue
             loader = _Loader("")
@@ -157,10 +171,14 @@ def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
             _record_places(node, (), places, scalars)
             documents.append(SourceDocument(path, data, places, index, scalars, lines))
     except yaml.MarkedYAMLError as error:
+        if composer is not _Loader:
+            raise
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         raise InputError(f"{where}: error YAML {error.problem or error.context}") from None
     except yaml.YAMLError as error:
+        if composer is not _Loader:
+            raise
         raise InputError(f"{path}: error YAML {error}") from None
     return documents
 

@@ -340,7 +340,7 @@ def test_lint_warnings_alone_exit_0(run: Any, tmp_path: Path) -> None:
     assert [(f["severity"], f["code"], Path(f["file"]).name, f["line"])
             for f in json.loads(result.stdout)] == [
         ("warning", "no-routing-table", "ping.yaml", 1),
-        ("warning", "unguarded-optional-field", "ping.yaml", 8),
+        ("warning", "unguarded-optional-field", "ping.yaml", 9),
     ]
 
 
