@@ -37,7 +37,7 @@ from .outcome import Rejection
 from .provenance import Conversation, read_conversation
 from .route import FAILURES, Ending, Run, Sleep, State, WriteMachine, backoff_delay, limit_route
 from .store import open_store
-from .store.base import NewOperation, ReceiptState, ReceiptStore
+from .store.base import NewOperation, NewReviewItem, ReceiptState, ReceiptStore
 from .validate import Resolver
 
 Clock = Callable[[], datetime]
@@ -316,6 +316,7 @@ class Gate:
         assert progress.call is not None
         budgets = self.config.routing.budgets
         executor = self._executor(contract)
+        deadline = self.clock() + timedelta(seconds=budgets.call_deadline_seconds)
         retries = 0
         while True:
             now = self.clock()
@@ -329,15 +330,29 @@ class Gate:
             if not retryable:
                 route = self.config.routing.route_for(outcome.error_class)
                 return Ending(route, outcome.error_class, outcome.detail, retries=retries)
+            delay = backoff_delay(retries, budgets, self.rng, outcome.retry_after)
             if retries >= budgets.retries_per_call:
-                path = self.config.routing.on_limit
-                return Ending(limit_route(path), ErrorClass.BUDGET_EXHAUSTED,
-                              f"{retries} retries (limit {budgets.retries_per_call}): "
-                              f"{outcome.detail}", limit_path=str(path), retries=retries)
+                return self._read_limit(contract, f"{retries} retries (limit "
+                                        f"{budgets.retries_per_call}): {outcome.detail}", retries)
+            if self.clock() + timedelta(seconds=delay) > deadline:
+                return self._read_limit(contract, f"waiting {delay:.1f}s more would pass the "
+                                        f"call deadline of {budgets.call_deadline_seconds:g}s",
+                                        retries)
             retries += 1
-            delay = backoff_delay(retries - 1, budgets, self.rng, outcome.retry_after)
             progress.trace.append(TraceEntry("route", "retry", f"backoff {delay:.3f}s"))
             self.sleep(delay)
+
+    def _read_limit(self, contract: Contract, detail: str, retries: int) -> Ending:
+        """The limit path of a read: nothing was written, so a hand-over has no receipt."""
+        path = self.config.routing.on_limit
+        route = limit_route(path)
+        review_id = None
+        if route == Route.REVIEW:
+            review_id = self.store.open_review(NewReviewItem(
+                tool=contract.name, reason=str(ErrorClass.BUDGET_EXHAUSTED),
+                summary=f"{contract.name}: {detail}"), now=self.clock()).review_id
+        return Ending(route, ErrorClass.BUDGET_EXHAUSTED, detail, limit_path=str(path),
+                      review_id=review_id, retries=retries)
 
     def _hold(self, decision: Decision, progress: _Progress, operation: NewOperation,
               actor: Mapping[str, Any]) -> Decision:
@@ -417,8 +432,6 @@ class Gate:
         agent, user = self._limit_messages(detail)
         review_id = None
         if route == Route.REVIEW and decision.tool is not None:
-            from .store.base import NewReviewItem
-
             review_id = self.store.open_review(NewReviewItem(
                 tool=decision.tool, reason=str(ErrorClass.BUDGET_EXHAUSTED),
                 summary=f"{decision.tool}: {detail}", payload=dict(decision.log)),

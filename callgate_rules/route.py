@@ -40,12 +40,13 @@ FAILURES = frozenset(ErrorClass) - {ErrorClass.CONFIRMATION_REQUIRED, ErrorClass
 def backoff_delay(attempt: int, budgets: Budgets, rng: random.Random,
                   retry_after: float | None = None) -> float:
     """Full jitter: uniform in [0, min(max, base * multiplier ** attempt)], but never less
-    than a destination's Retry-After (still capped by the maximum)."""
+    than a destination's Retry-After: coming back earlier than it asked only fails again.
+    Whether the wait still fits the call's deadline is the caller's decision."""
     ceiling = min(budgets.backoff_max_seconds,
                   budgets.backoff_base_seconds * budgets.backoff_multiplier ** attempt)
     delay = rng.uniform(0.0, ceiling)
     if retry_after is not None:
-        delay = max(delay, min(retry_after, budgets.backoff_max_seconds))
+        delay = max(delay, retry_after)
     return delay
 
 
@@ -133,7 +134,7 @@ class WriteMachine:
             seconds=self.routing.budgets.call_deadline_seconds)
 
     def run(self, start: State = State.CLAIM) -> Ending:
-        handlers: dict[State, Callable[[], State | Ending]] = {
+        handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
             State.CLAIM: self.claim,
             State.SEND: self.send,
             State.RECONCILE: self.reconcile,
@@ -238,9 +239,15 @@ class WriteMachine:
             return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
         return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
 
-    def wait(self) -> State:
+    def wait(self) -> State | Ending:
         delay = backoff_delay(self.retries - 1, self.routing.budgets, self.rng, self.retry_after)
         self.retry_after = None
+        if self.clock() + timedelta(seconds=delay) > self.deadline:
+            detail = (f"waiting {delay:.1f}s more would pass the call deadline of "
+                      f"{self.routing.budgets.call_deadline_seconds:g}s")
+            if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
+                return self.to_review(ErrorClass.RECONCILE_FAILED, detail)
+            return self.exhausted(detail)
         self.trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.retries})")
         self.sleep(delay)
         return self.after_wait

@@ -80,7 +80,7 @@ def compile_check(schema: Any, format_checker: FormatChecker | None = None) -> C
     an annotation)."""
     try:
         return _Generator(format_checker).compile(schema)
-    except (_Unsupported, re.error, RecursionError):
+    except (_Unsupported, re.error, RecursionError, SyntaxError):
         return None
 
 
@@ -178,7 +178,7 @@ class _Generator:
         self.format_checker = format_checker
         self.namespace: dict[str, Any] = {
             "_MISSING": _MISSING, "_Number": numbers.Number, "_is_integer": is_integer,
-            "_json_equal": json_equal,
+            "_json_equal": json_equal, "_always": _always, "_never": _never,
         }
         self.functions: list[str] = []
         self.counter = 0
@@ -186,9 +186,8 @@ class _Generator:
     def compile(self, schema: Any) -> Check:
         root = self.function(schema)
         source = "\n".join(self.functions)
-        exec(compile(source, "<schemacheck>", "exec"), self.namespace)  # noqa: S102
-        check: Check = self.namespace[root] if root in self.namespace else {
-            "_always": _always, "_never": _never}[root]
+        exec(compile(source, "<schemacheck>", "exec"), self.namespace)
+        check: Check = self.namespace[root]
         return check
 
     def name(self, prefix: str) -> str:
@@ -211,14 +210,19 @@ class _Generator:
         self.functions.append("\n".join([f"def {name}(value):", *body, "    return True", ""]))
         return name
 
-    def child(self, schema: Any, var: str, depth: int) -> Iterator[str]:
-        """Statements checking ``var`` against a subschema: inlined for a leaf, else a call."""
-        if schema is True:
-            return
+    def child(self, schema: Any, var: str, depth: int) -> list[str]:
+        """Statements checking ``var`` against a subschema: inlined for a leaf, else a call;
+        none when the subschema accepts everything."""
         if isinstance(schema, dict) and not APPLICATORS.intersection(schema):
-            yield from self.statements(schema, var, depth)
-        else:
-            yield self.fail(f"not {self.function(schema)}({var})", depth)
+            return list(self.statements(schema, var, depth))
+        if schema is True:
+            return []
+        return [self.fail(f"not {self.function(schema)}({var})", depth)]
+
+    @staticmethod
+    def block(header: str, body: list[str]) -> list[str]:
+        """``header`` over ``body``, or nothing at all when there is nothing to check."""
+        return [header, *body] if body else []
 
     @staticmethod
     def fail(condition: str, depth: int) -> str:
@@ -244,10 +248,6 @@ class _Generator:
             test = f"{var} == {self.constant(constant)}" if isinstance(constant, str) \
                 else f"_json_equal({var}, {self.constant(constant)})"
             yield self.fail(f"not ({test})", depth)
-        if "format" in schema and self.format_checker is not None:
-            checker = self.format_check(schema["format"])
-            if checker is not None:
-                yield self.fail(f"not {checker}({var})", depth)
         groups = {
             "string": list(self.string_checks(schema, var, depth + 1)),
             "number": list(self.number_checks(schema, var, depth + 1)),
@@ -270,6 +270,10 @@ class _Generator:
             else:
                 yield f"{pad}if {TYPE_TESTS[kind].format(var)}:"
                 yield from lines
+        if "format" in schema and self.format_checker is not None:
+            checker = self.format_check(schema["format"])
+            if checker is not None:
+                yield self.fail(f"not {checker}({var})", depth)
         yield from self.combinators(schema, var, depth)
 
     # -- enum, const, format
@@ -325,31 +329,33 @@ class _Generator:
             if subschema is True:
                 continue
             item = self.name("item")
-            yield f"{pad}{item} = {var}.get({_str(name)!r}, _MISSING)"
-            yield f"{pad}if {item} is not _MISSING:"
-            yield from self.child(subschema, item, depth + 1)
+            body = self.child(subschema, item, depth + 1)
+            if body:
+                yield f"{pad}{item} = {var}.get({_str(name)!r}, _MISSING)"
+                yield f"{pad}if {item} is not _MISSING:"
+                yield from body
         patterns = _dict(schema.get("patternProperties", {}))
         if patterns:
             key, item = self.name("key"), self.name("item")
-            yield f"{pad}for {key}, {item} in {var}.items():"
+            body: list[str] = []
             for pattern, subschema in patterns.items():
                 search = self.constant(re.compile(_str(pattern)).search)
-                yield f"{pad}    if {search}({key}) is not None:"
-                yield from self.child(subschema, item, depth + 2)
+                body += self.block(f"{pad}    if {search}({key}) is not None:",
+                                   self.child(subschema, item, depth + 2))
+            yield from self.block(f"{pad}for {key}, {item} in {var}.items():", body)
         if "additionalProperties" in schema:
             yield from self.additional(schema, var, depth)
         if "propertyNames" in schema:
             key = self.name("key")
-            yield f"{pad}for {key} in {var}:"
-            yield from self.child(schema["propertyNames"], key, depth + 1)
+            yield from self.block(f"{pad}for {key} in {var}:",
+                                  self.child(schema["propertyNames"], key, depth + 1))
         for name, needed in _dict(schema.get("dependentRequired", {})).items():
             missing = " or ".join(f"{_str(each)!r} not in {var}" for each in _list(needed))
             if missing:
                 yield self.fail(f"{_str(name)!r} in {var} and ({missing})", depth)
         for name, subschema in _dict(schema.get("dependentSchemas", {})).items():
-            if subschema is not True:
-                yield f"{pad}if {_str(name)!r} in {var}:"
-                yield from self.child(subschema, var, depth + 1)
+            yield from self.block(f"{pad}if {_str(name)!r} in {var}:",
+                                  self.child(subschema, var, depth + 1))
 
     def additional(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         extra = schema["additionalProperties"]
@@ -365,9 +371,11 @@ class _Generator:
         key, item = self.name("key"), self.name("item")
         matched = f" or {self.constant(re.compile(joined).search)}({key}) is not None" \
             if joined else ""
-        yield f"{pad}for {key}, {item} in {var}.items():"
-        yield f"{pad}    if not ({key} in {declared}{matched}):"
-        yield from self.child(extra, item, depth + 2)
+        body = self.child(extra, item, depth + 2)
+        if body:
+            yield f"{pad}for {key}, {item} in {var}.items():"
+            yield f"{pad}    if not ({key} in {declared}{matched}):"
+            yield from body
 
     def array_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         pad = "    " * depth
@@ -377,16 +385,17 @@ class _Generator:
             yield self.fail(f"len({var}) > {self.number(schema['maxItems'])}", depth)
         prefix = _list(schema.get("prefixItems", []))
         for index, subschema in enumerate(prefix):
-            if subschema is not True:
-                item = self.name("item")
+            item = self.name("item")
+            body = self.child(subschema, item, depth + 1)
+            if body:
                 yield f"{pad}if len({var}) > {index}:"
                 yield f"{pad}    {item} = {var}[{index}]"
-                yield from self.child(subschema, item, depth + 1)
-        if "items" in schema and schema["items"] is not True:
+                yield from body
+        if "items" in schema:
             item = self.name("item")
             rest = f"{var}[{len(prefix)}:]" if prefix else var
-            yield f"{pad}for {item} in {rest}:"
-            yield from self.child(schema["items"], item, depth + 1)
+            yield from self.block(f"{pad}for {item} in {rest}:",
+                                  self.child(schema["items"], item, depth + 1))
         if "contains" in schema:
             matches = self.function(schema["contains"])
             count, item = self.name("count"), self.name("item")

@@ -276,9 +276,9 @@ def test_backoff_is_full_jitter_within_bounds(attempt: int, base: float, maximum
                       backoff_multiplier=multiplier)
     delay = backoff_delay(attempt, budgets, random.Random(seed), retry_after)
     ceiling = min(maximum, base * multiplier ** attempt)
-    assert 0 <= delay <= max(ceiling, min(retry_after or 0, maximum)) + 1e-9
+    assert 0 <= delay <= max(ceiling, retry_after or 0) + 1e-9
     if retry_after is not None:
-        assert delay >= min(retry_after, maximum) - 1e-9
+        assert delay >= retry_after - 1e-9  # never earlier than the destination asked
 
 
 # Confirmation tokens ---------------------------------------------------------------------------
@@ -457,3 +457,16 @@ def test_counters_count_each_category(reference_world: dict[str, Any],
     assert counters["suppressed_duplicates"] == 1
     assert counters["denials"] == 1
     assert counters["argument_errors"] == 1
+
+
+def test_call_deadline_limit(reference_world: dict[str, Any], dana: dict[str, Any]) -> None:
+    # The destination asks to come back in 40 s; the call deadline is 30 s: the limit path,
+    # not a wait past the deadline.
+    gate, simulator, clock = make_gate(
+        reference_world, faults={"createFollowUp": {"rate_limit": 5, "retry_after": 40}})
+    start = clock.now
+    decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
+    assert (decision.route, decision.error_class) == (Route.REVIEW, ErrorClass.BUDGET_EXHAUSTED)
+    assert "deadline" in decision.log["detail"]
+    assert clock.now == start  # it did not sleep 40 s into a 30 s deadline
+    assert simulator.write_count() == 0
