@@ -15,16 +15,36 @@ from typing import Any
 from jsonschema.exceptions import best_match
 
 from .cel import CelEvaluationError
-from .decision import ShadowVerdict, TraceEntry
+from .decision import RawTraceEntry, ShadowVerdict
 from .documents import AccessPolicies, AccessRule, Contract, Lookup, Mode, OnError
 from .errors import ErrorClass
 from .outcome import Rejection
 from .validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
 
+# Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
+# this.
+_ENFORCE = Mode.ENFORCE
+
 
 @dataclass(frozen=True)
 class Permit:
     rule: str  # the deciding allow rule
+
+
+@dataclass(frozen=True)
+class ToolRules:
+    """The access rules that apply to one tool, all of them and by effect, in order: the
+    same for every call of the tool, so a gate works them out once."""
+
+    rules: tuple[AccessRule, ...]
+    denies: tuple[AccessRule, ...]
+    allows: tuple[AccessRule, ...]
+
+    @classmethod
+    def of(cls, policies: AccessPolicies, tool: str) -> ToolRules:
+        rules = policies.rules_for(tool)
+        return cls(rules, tuple(r for r in rules if r.effect == "deny"),
+                   tuple(r for r in rules if r.effect == "allow"))
 
 
 def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
@@ -52,29 +72,32 @@ def authorize(
     policies: AccessPolicies,
     contract: Contract,
     variables: Mapping[str, Any],
-    trace: list[TraceEntry],
+    trace: list[RawTraceEntry],
     shadow: list[ShadowVerdict],
+    rules: ToolRules | None = None,
 ) -> Permit:
-    rules = policies.rules_for(contract.name)
-    denies = [r for r in rules if r.effect == "deny"]
-    allows = [r for r in rules if r.effect == "allow"]
-    for rule in denies:
+    """Default deny; a matching deny beats any allow. ``rules``: the tool's rules, when the
+    caller has them already."""
+    rules = rules or ToolRules.of(policies, contract.name)
+    for rule in rules.denies:
         if _matches(rule, variables, trace, shadow):
             raise _denied(contract, rule, [rule], variables)
-    for rule in allows:
+    for rule in rules.allows:
         if _matches(rule, variables, trace, shadow):
             return Permit(rule.qualified_name)
-    trace.append(TraceEntry("authorize", "default", "deny", "no allow rule matched"))
-    raise _denied(contract, None, allows, variables)
+    trace.append(("authorize", "default", "deny", "no allow rule matched"))
+    raise _denied(contract, None, list(rules.allows), variables)
 
 
 def may_see(
-    policies: AccessPolicies, contract: Contract, variables: Mapping[str, Any]
+    policies: AccessPolicies, contract: Contract, variables: Mapping[str, Any],
+    tool_rules: ToolRules | None = None,
 ) -> MaySee:
     """A filter for the candidates of a look-up with several matches: would the policy let
     the actor act on this record? Only rules that can be evaluated with what is known so far
-    (no look-up still to come) take part."""
-    rules = policies.rules_for(contract.name)
+    (no look-up still to come) take part. ``tool_rules``: the tool's rules, when the caller
+    has them already."""
+    rules = tool_rules.rules if tool_rules else policies.rules_for(contract.name)
 
     def visible(lookup: Lookup, record: Mapping[str, Any]) -> bool:
         probe = {**variables, lookup.name: record}
@@ -84,7 +107,7 @@ def may_see(
         ]
         if not relevant:
             return True
-        scratch: list[TraceEntry] = []
+        scratch: list[RawTraceEntry] = []
         shadow: list[ShadowVerdict] = []
         if any(_matches(r, probe, scratch, shadow) for r in relevant if r.effect == "deny"):
             return False
@@ -97,25 +120,25 @@ def may_see(
 def _matches(
     rule: AccessRule,
     variables: Mapping[str, Any],
-    trace: list[TraceEntry],
+    trace: list[RawTraceEntry],
     shadow: list[ShadowVerdict],
 ) -> bool:
     try:
-        value = rule.when(variables)
+        value = rule.when.evaluate(variables)  # .evaluate: one call frame less
         error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     except CelEvaluationError as failure:
         value, error = None, str(failure)
     if error is not None:
         # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
         matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
-        trace.append(TraceEntry("authorize", rule.qualified_name, "error",
-                                f"{error}; counts as {'match' if matched else 'no match'}"))
+        trace.append(("authorize", rule.qualified_name, "error",
+                      f"{error}; counts as {'match' if matched else 'no match'}"))
     else:
         matched = value is True
-        trace.append(TraceEntry("authorize", rule.qualified_name,
-                                (rule.effect if matched else "no match")
-                                + ("" if rule.mode == Mode.ENFORCE else f" ({rule.mode})")))
-    if matched and rule.mode != Mode.ENFORCE:
+        trace.append(("authorize", rule.qualified_name,
+                      (rule.effect if matched else "no match")
+                      + ("" if rule.mode == _ENFORCE else f" ({rule.mode})")))
+    if matched and rule.mode != _ENFORCE:
         shadow.append(ShadowVerdict(rule.qualified_name, str(rule.mode),
                                     "forbidden" if rule.effect == "deny" else "allowed",
                                     f"{rule.effect} rule {rule.name} matched"))

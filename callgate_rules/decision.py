@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeVar, overload
 
 from .errors import ErrorClass, Route
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,69 @@ class TraceEntry:
     def __str__(self) -> str:
         detail = f" — {self.detail}" if self.detail else ""
         return f"{self.step:<9} {self.subject}: {self.result}{detail}"
+
+
+# What the steps record while deciding: (step, subject, result) or (step, subject, result,
+# detail). A plain tuple costs a fraction of a TraceEntry; ``Decision.trace`` turns them into
+# entries when someone reads it.
+RawTraceEntry = tuple[str, str, str] | tuple[str, str, str, str]
+
+
+def trace_entries(raw: tuple[RawTraceEntry, ...]) -> tuple[TraceEntry, ...]:
+    return tuple(TraceEntry(*entry) for entry in raw)
+
+
+class Deferred(Generic[T]):
+    """A value worked out on first read: most decisions' log records and traces are never
+    read by anyone, and building them is a good part of a decision's cost."""
+
+    __slots__ = ("compute",)
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self.compute = compute
+
+
+# One lock for every first read of a deferred field, so two threads reading one decision's
+# log see the same record (it may hold a request ID drawn on that read).
+_FIRST_READ = threading.Lock()
+
+
+class _DeferredField(Generic[T]):
+    """A dataclass field that may be given a ``Deferred``, computed once on first read.
+
+    The value lives in the instance's ``__dict__`` under the field's own name; this data
+    descriptor on the class comes first in attribute look-up, so every read goes through
+    ``__get__``. ``dataclasses.replace``, ``fields``, ``asdict``, ``==`` and ``repr`` see
+    the computed value, as if the field were an ordinary one."""
+
+    def __init__(self, *default: T) -> None:
+        self.default = default  # () when the field has no default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> T: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> T: ...
+
+    def __get__(self, instance: object | None, owner: type) -> T:
+        if instance is None:  # dataclass asks the class for the field's default
+            if not self.default:
+                raise AttributeError(self.name)
+            return self.default[0]
+        value = instance.__dict__[self.name]
+        if type(value) is Deferred:
+            with _FIRST_READ:
+                value = instance.__dict__[self.name]
+                if type(value) is Deferred:
+                    value = instance.__dict__[self.name] = value.compute()
+        result: T = value
+        return result
+
+    def __set__(self, instance: object, value: T | Deferred[T]) -> None:
+        instance.__dict__[self.name] = value
 
 
 @dataclass(frozen=True)
@@ -44,9 +110,12 @@ class Decision:
     rule: str | None  # the rule that decided, as ``document/rule`` or ``tool/rule``
     agent_message: str  # goes back into the model's context
     user_message: str  # safe to show the person in the chat
-    log: Mapping[str, Any]  # for engineers: masked, structured, one JSON line
-    versions: Mapping[str, str]  # every document that took part → its version
-    trace: tuple[TraceEntry, ...] = ()
+    # for engineers: masked, structured, one JSON line (built when first read)
+    log: _DeferredField[Mapping[str, Any]] = _DeferredField()
+    # mypy takes ``log`` for a field with a default; it has none: asked for one, the
+    # descriptor raises AttributeError, which is how dataclasses tell a field without one.
+    versions: Mapping[str, str]  # type: ignore[misc]  # every document that took part
+    trace: _DeferredField[tuple[TraceEntry, ...]] = _DeferredField(())
     arguments: Mapping[str, Any] | None = None  # the validated arguments
     call_id: str | None = None  # the model's own call ID, to answer it in its format
     candidates: tuple[Mapping[str, Any], ...] = ()  # for ``ambiguous``: permitted fields only
@@ -58,6 +127,41 @@ class Decision:
     limit_path: str | None = None  # set when a budget's limit decided the route
     retry_after: float | None = None  # seconds to wait, for ``retry``
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of_check(
+        cls,
+        *,
+        route: Route,
+        error_class: ErrorClass | None,
+        tool: str | None,
+        contract_version: str | None,
+        rule: str | None,
+        agent_message: str,
+        user_message: str,
+        log: Mapping[str, Any] | Deferred[Mapping[str, Any]],
+        versions: Mapping[str, str],
+        trace: tuple[TraceEntry, ...] | Deferred[tuple[TraceEntry, ...]],
+        arguments: Mapping[str, Any] | None,
+        call_id: str | None,
+        candidates: tuple[Mapping[str, Any], ...],
+        warnings: tuple[ShadowVerdict, ...],
+    ) -> Decision:
+        """The same decision as ``Decision(...)`` with these fields, made faster: a frozen
+        dataclass's ``__init__`` sets every field through ``object.__setattr__``, a
+        measurable part of a whole decision; this fills the instance's ``__dict__`` in one
+        step (where ``__init__`` would store each value too, deferred ones included)."""
+        decision = object.__new__(cls)
+        object.__setattr__(decision, "__dict__", {
+            "route": route, "error_class": error_class, "tool": tool,
+            "contract_version": contract_version, "rule": rule,
+            "agent_message": agent_message, "user_message": user_message, "log": log,
+            "versions": versions, "trace": trace, "arguments": arguments, "call_id": call_id,
+            "candidates": candidates, "warnings": warnings, "operation_id": None,
+            "result": None, "draft": None, "confirmation_token": None, "limit_path": None,
+            "retry_after": None, "extra": {},
+        })
+        return decision
 
     @property
     def allowed(self) -> bool:
@@ -85,3 +189,12 @@ class Decision:
             "log": dict(self.log),
             "trace": [entry.__dict__ for entry in self.trace],
         }
+
+
+# ``Decision.of_check`` lists every field: a field added to Decision must be added there too.
+_OF_CHECK_FIELDS = ("route", "error_class", "tool", "contract_version", "rule", "agent_message",
+                    "user_message", "log", "versions", "trace", "arguments", "call_id",
+                    "candidates", "warnings", "operation_id", "result", "draft",
+                    "confirmation_token", "limit_path", "retry_after", "extra")
+if tuple(each.name for each in fields(Decision)) != _OF_CHECK_FIELDS:
+    raise AssertionError("Decision's fields changed: update Decision.of_check")

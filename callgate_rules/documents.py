@@ -7,10 +7,12 @@ file and line of the rule that decided it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from jsonschema.protocols import Validator
@@ -63,22 +65,37 @@ class Template:
     def render(self, variables: Mapping[str, Any]) -> str:
         if not self.fields:
             return self.text
-
-        def substitute(match: re.Match[str]) -> str:
+        literals, placeholders = _split(self.text)
+        rendered = [literals[0]]
+        for index, (path, spelling) in enumerate(placeholders, start=1):
             value: Any = variables
-            for part in match.group(1).split("."):
+            for part in path:
                 if isinstance(value, Mapping) and part in value:
                     value = value[part]
                 else:
-                    return match.group(0)
-            return value if isinstance(value, str) else _compact_json(value)
+                    value = _UNFILLED
+                    break
+            rendered.append(spelling if value is _UNFILLED
+                            else value if isinstance(value, str) else _compact_json(value))
+            rendered.append(literals[index])
+        return "".join(rendered)
 
-        return _PLACEHOLDER.sub(substitute, self.text)
+
+_UNFILLED = object()
+
+
+@lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str], ...]]:
+    """``text`` split at its placeholders once, so rendering is a join: the literal text
+    around them, and each placeholder's path with its own spelling (kept when it cannot be
+    filled). Cached by text rather than kept on the Template, so a Template's ``__dict__``
+    holds its fields only."""
+    parts = _PLACEHOLDER.split(text)  # literal, path, literal, path, ..., literal
+    return tuple(parts[0::2]), tuple((tuple(path.split(".")), f"{{{path}}}")
+                                     for path in parts[1::2])
 
 
 def _compact_json(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 

@@ -19,15 +19,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
 from .canonical import arguments_hash, operation_id
 from .compiler import load
-from .decision import Decision, ShadowVerdict, TraceEntry
+from .decision import Decision, Deferred, RawTraceEntry, ShadowVerdict, TraceEntry, trace_entries
 from .decision_log import DecisionLog
 from .documents import Contract, GateConfig, LimitPath
 from .errors import ConfirmationError, ErrorClass, Route
@@ -47,23 +48,68 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass
 class _Progress:
-    """What the steps have learnt so far, so a rejection can still name tool and versions."""
+    """What the steps have learnt so far, so a rejection can still name tool and versions.
 
-    trace: list[TraceEntry] = field(default_factory=list)
-    shadow: list[ShadowVerdict] = field(default_factory=list)
-    call: parse.ParsedCall | None = None
-    variables: dict[str, Any] = field(default_factory=dict)
-    permit: str | None = None
-    started: float = 0.0
-    session: dict[str, Any] = field(default_factory=dict)
-    conversation: Conversation | None = None
-    contract_only: Contract | None = None  # known before the call fully parsed
+    A plain class with slots: one is made per decision, and a dataclass's generated
+    ``__init__`` with default factories costs noticeably more."""
+
+    __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
+                 "conversation", "contract_only")
+
+    def __init__(self, started: float = 0.0, session: dict[str, Any] | None = None,
+                 conversation: Conversation | None = None) -> None:
+        self.trace: list[RawTraceEntry] = []
+        self.shadow: list[ShadowVerdict] = []
+        self.call: parse.ParsedCall | None = None
+        self.variables: dict[str, Any] = {}
+        self.permit: str | None = None
+        self.started = started
+        self.session: dict[str, Any] = session if session is not None else {}
+        self.conversation = conversation
+        self.contract_only: Contract | None = None  # known before the call fully parsed
 
     @property
     def contract(self) -> Contract | None:
         return self.call.contract if self.call else self.contract_only
+
+
+class _Plan:
+    """What the decision path needs of a configuration that is the same for every call: the
+    documents' versions, the access rules and the example call per tool (worked out on a
+    tool's first call), and the list of tools an unknown one is told about."""
+
+    __slots__ = ("config", "tool_list", "_versions", "_rules", "_examples")
+
+    def __init__(self, config: GateConfig) -> None:
+        self.config = config
+        self.tool_list = ", ".join(sorted(config.contracts))
+        self._versions: dict[str | None, dict[str, str]] = {}
+        self._rules: dict[str, authorize.ToolRules] = {}
+        self._examples: dict[str, str] = {}
+
+    def example_call(self, contract: Contract) -> str:
+        """``validate.example_call``: the hint of a rejected call."""
+        example = self._examples.get(contract.name)
+        if example is None:
+            example = self._examples[contract.name] = validate.example_call(contract)
+        return example
+
+    def versions_for(self, tool: str | None) -> dict[str, str]:
+        """``GateConfig.versions_for``, as a fresh dict (a decision hands it out)."""
+        versions = self._versions.get(tool)
+        if versions is None:
+            versions = self.config.versions_for(tool)
+            if tool is None or tool in self.config.contracts:  # known tools only: bounded
+                self._versions[tool] = versions
+        return dict(versions)
+
+    def rules_for(self, contract: Contract) -> authorize.ToolRules:
+        rules = self._rules.get(contract.name)
+        if rules is None:
+            rules = self._rules[contract.name] = authorize.ToolRules.of(
+                self.config.policies, contract.name)
+        return rules
 
 
 class Gate:
@@ -100,6 +146,15 @@ class Gate:
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
+        self._plan_of_config = _Plan(config)
+
+    @property
+    def _plan(self) -> _Plan:
+        """The plan of the current configuration (``config`` may be replaced)."""
+        plan = self._plan_of_config
+        if plan.config is not self.config:
+            plan = self._plan_of_config = _Plan(self.config)
+        return plan
 
     @property
     def store(self) -> ReceiptStore:
@@ -133,14 +188,15 @@ class Gate:
         the AccessPolicy's ``session`` schema); ``conversation`` is the message list that
         led to the proposal (OpenAI or Anthropic format), from which the ``provenance`` of
         every argument value is worked out."""
-        return self._check(model_output, actor, now or self.clock(),
-                           request_id or uuid.uuid4().hex, session, conversation)[0]
+        # Without a request ID, one is drawn when the log record is first read.
+        return self._check(model_output, actor, now or self.clock(), request_id, session,
+                           conversation)[0]
 
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
-               request_id: str, session: Mapping[str, Any] | None = None,
+               request_id: str | None, session: Mapping[str, Any] | None = None,
                conversation: Any = None) -> tuple[Decision, _Progress]:
         started = time.perf_counter()
-        progress = _Progress(started=started, session=dict(session or {}),
+        progress = _Progress(started=started, session=dict(session) if session else {},
                              conversation=read_conversation(conversation)
                              if conversation is not None else None)
         try:
@@ -156,12 +212,13 @@ class Gate:
         trace = progress.trace
 
         calls = propose.read(model_output, limits)  # 1 PROPOSE
-        trace.append(TraceEntry("propose", "format", calls[0].format,
-                                f"{len(calls)} call(s)"))
+        trace.append(("propose", "format", calls[0].format, f"{len(calls)} call(s)"))
         call = progress.call = parse.one_call(calls, self.config.contracts, limits)  # 2 PARSE
-        trace.append(TraceEntry("parse", call.contract.name, "pass",
-                                call.note or f"contract v{call.contract.version}"))
+        trace.append(("parse", call.contract.name, "pass",
+                      call.note or f"contract v{call.contract.version}"))
         contract = call.contract
+        plan = self._plan
+        rules = plan.rules_for(contract)
 
         validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
         variables = progress.variables = {
@@ -172,19 +229,21 @@ class Gate:
         authorize.check_actor(policies, actor, progress.session)
         validate.references(  # 3 VALIDATE: referenced records, from the actor's view
             contract, variables, self.resolvers,
-            authorize.may_see(policies, contract, variables), trace,
+            authorize.may_see(policies, contract, variables, rules), trace,
         )
-        variables["provenance"] = provenance.trace_sources(  # where each value came from
-            call.arguments, progress.conversation, _looked_up(contract, variables),
-            self.config.routing.provenance)
-        if progress.conversation is not None:
+        if progress.conversation is None:  # nothing to trace: every value's origin unknown
+            variables["provenance"] = provenance.unknown_sources(call.arguments)
+        else:
+            variables["provenance"] = provenance.trace_sources(  # where each value came from
+                call.arguments, progress.conversation, _looked_up(contract, variables),
+                self.config.routing.provenance)
             for path, sources in provenance.flatten(variables["provenance"]):
-                trace.append(TraceEntry("validate", f"provenance {path}",
-                                        ", ".join(sources) or "nowhere"))
+                trace.append(("validate", f"provenance {path}", ", ".join(sources) or "nowhere"))
         permit = authorize.authorize(  # 4 AUTHORIZE
-            policies, contract, variables, trace, progress.shadow)
+            policies, contract, variables, trace, progress.shadow, rules)
         progress.permit = permit.rule
-        validate.business_rules(contract, variables, trace, progress.shadow)  # 3 VALIDATE: rules
+        validate.business_rules(  # 3 VALIDATE: rules
+            contract, variables, trace, progress.shadow, plan.example_call(contract))
 
     # -- steps 5–7 ----------------------------------------------------------------------------
 
@@ -265,8 +324,7 @@ class Gate:
             return self._record(self._refused_confirmation(
                 f"this confirmation was already used (the operation is {claim.receipt.state})",
                 decision))
-        progress.trace.append(TraceEntry("execute", "confirmation", "accepted",
-                                         f"by {confirmed_by}"))
+        progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         ending = machine.run(start=State.SEND)
         return self._record(self._ended(decision, progress, ending, receipt.operation_id))
 
@@ -299,8 +357,7 @@ class Gate:
             worker=self.worker, clock=self.clock, sleep=self.sleep, rng=self.rng,
             actor=actor, variables=progress.variables,
             records=_records(contract, progress.variables),
-            trace=lambda step, subject, result: progress.trace.append(
-                TraceEntry(step, subject, result)),
+            trace=lambda step, subject, result: progress.trace.append((step, subject, result)),
         )
 
     def _executor(self, contract: Contract) -> Executor:
@@ -339,7 +396,7 @@ class Gate:
                                         f"call deadline of {budgets.call_deadline_seconds:g}s",
                                         retries)
             retries += 1
-            progress.trace.append(TraceEntry("route", "retry", f"backoff {delay:.3f}s"))
+            progress.trace.append(("route", "retry", f"backoff {delay:.3f}s"))
             self.sleep(delay)
 
     def _read_limit(self, contract: Contract, detail: str, retries: int) -> Ending:
@@ -371,10 +428,10 @@ class Gate:
         token = confirmation.issue(self.secret, operation.operation_id, actor,
                                    operation.args_hash, expires_at)
         draft = _draft(contract, progress.variables)
-        progress.trace.append(TraceEntry("route", "confirmation", "draft held",
-                                         f"until {expires_at.isoformat()}"))
+        progress.trace.append(("route", "confirmation", "draft held",
+                               f"until {expires_at.isoformat()}"))
         return replace(decision, operation_id=operation.operation_id, draft=draft,
-                       confirmation_token=token, trace=tuple(progress.trace),
+                       confirmation_token=token, trace=trace_entries(tuple(progress.trace)),
                        log={**decision.log, "operation_id": operation.operation_id,
                             "receipt_state": str(receipt.state)})
 
@@ -404,8 +461,8 @@ class Gate:
             user = user_message(ending.error_class, routing, None, variables)
         if progress.call is not None and progress.call.note:
             agent = f"{agent} Note: {progress.call.note}."
-        progress.trace.append(TraceEntry("route", str(ending.error_class or "executed"),
-                                         str(ending.route)))
+        progress.trace.append(("route", str(ending.error_class or "executed"),
+                               str(ending.route)))
         log = {
             **decision.log,
             "route": str(ending.route),
@@ -415,15 +472,16 @@ class Gate:
             "receipt_state": ending.receipt_state,
             "result": ending.result,  # the destination's own answer, never the model's retelling
             "retries": ending.retries,
-            "reconciled": any(e.step == "reconcile" for e in progress.trace),
-            "unknown_outcome": any("unknown_outcome" in e.result for e in progress.trace),
+            "reconciled": any(step == "reconcile" for step, *_ in progress.trace),
+            "unknown_outcome": any("unknown_outcome" in result
+                                   for _, _, result, *_ in progress.trace),
             "review_id": ending.review_id,
             "elapsed_ms": round((time.perf_counter() - progress.started) * 1000, 3),
         }
         return replace(decision, route=ending.route, error_class=ending.error_class,
                        agent_message=agent, user_message=user, result=ending.result,
                        operation_id=operation, limit_path=ending.limit_path,
-                       trace=tuple(progress.trace), log=log,
+                       trace=trace_entries(tuple(progress.trace)), log=log,
                        extra={"review_id": ending.review_id} if ending.review_id else {})
 
     def _limit_path(self, decision: Decision, detail: str) -> Decision:
@@ -493,7 +551,7 @@ class Gate:
         self,
         progress: _Progress,
         actor: Mapping[str, Any],
-        request_id: str,
+        request_id: str | None,
         started: float,
     ) -> Decision:
         assert progress.call is not None
@@ -504,8 +562,8 @@ class Gate:
                           "confirmation before execution", rule=progress.permit),
                 progress, actor, request_id, started,
             )
-        route = Route.EXECUTE
-        progress.trace.append(TraceEntry("route", "allowed", str(route)))
+        route = _EXECUTE
+        progress.trace.append(("route", "allowed", str(route)))
         return self._decision(
             route=route, error_class=None, rule=progress.permit,
             agent=f"All checks passed for {contract.name}.", user="",
@@ -518,12 +576,12 @@ class Gate:
         rejection: Rejection,
         progress: _Progress,
         actor: Mapping[str, Any],
-        request_id: str,
+        request_id: str | None,
         started: float,
     ) -> Decision:
         routing = self.config.routing
         route = rejection.route or routing.route_for(rejection.error_class)
-        progress.trace.append(TraceEntry("route", str(rejection.error_class), str(route)))
+        progress.trace.append(("route", str(rejection.error_class), str(route)))
         if progress.call is None and rejection.contract is not None:
             progress.contract_only = rejection.contract
         contract = progress.contract
@@ -531,7 +589,7 @@ class Gate:
         advice_route = routing.route_for(speaks_as) if rejection.speaks_as else route
         variables = {
             "tool": contract.name if contract else None,
-            "tools": ", ".join(sorted(self.config.contracts)),
+            "tools": self._plan.tool_list,
             "detail": rejection.detail,
             **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
             "args": progress.call.arguments if progress.call else {},
@@ -563,40 +621,31 @@ class Gate:
         detail: str,
         progress: _Progress,
         actor: Mapping[str, Any],
-        request_id: str,
+        request_id: str | None,
         started: float,
         candidates: tuple[Mapping[str, Any], ...] = (),
         extra: Mapping[str, Any] | None = None,
     ) -> Decision:
+        elapsed, decided_at = time.perf_counter() - started, time.time()
         contract = progress.contract
         call = progress.call
-        versions = self.config.versions_for(contract.name if contract else None)
-        if error_class == ErrorClass.UNKNOWN_TOOL:
+        versions = self._plan.versions_for(contract.name if contract else None)
+        if error_class is _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             versions = {**versions, **{c.document.key: c.version
                                        for c in self.config.contracts.values()}}
-        log = {
-            "ts": utc_now().isoformat(),
-            "request_id": request_id,
-            "tool": contract.name if contract else (extra or {}).get("proposed_tool"),
-            "contract_version": contract.version if contract else None,
-            "versions": versions,
-            "route": str(route),
-            "error_class": str(error_class) if error_class else None,
-            "rule": rule,
-            "detail": detail,
-            "actor": _actor_summary(actor),
-            "arguments": mask(call.arguments, contract.mask) if call and contract else None,
-            "shadow": [v.__dict__ for v in progress.shadow],
-            "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
-        }
-        if extra and "evaluation_error" in extra:
-            log["evaluation_error"] = extra["evaluation_error"]
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
             agent = f"{agent} Note: {call.note}."
-            log["note"] = call.note
-        return Decision(
+        shadow = tuple(progress.shadow)
+        # What the host handed in and may change afterwards is copied now; the log record
+        # itself is put together when someone first reads ``decision.log``.
+        log = partial(
+            _log_record, decided_at, request_id, contract, call, versions, route, error_class,
+            rule, detail, _actor_summary(actor),
+            mask(call.arguments, contract.mask) if call and contract else None,
+            shadow, elapsed, extra)
+        return Decision.of_check(
             route=route,
             error_class=error_class,
             tool=contract.name if contract else None,
@@ -604,15 +653,50 @@ class Gate:
             rule=rule,
             agent_message=agent,
             user_message=user,
-            log=log,
+            log=Deferred(log),
             versions=versions,
-            trace=tuple(progress.trace),
+            trace=Deferred(partial(trace_entries, tuple(progress.trace))),
             arguments=call.arguments if call else None,
             call_id=call.call_id if call else None,
             candidates=candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
-            warnings=tuple(v for v in progress.shadow if v.mode == "warn"),
+            warnings=tuple(v for v in shadow if v.mode == "warn") if shadow else (),
         )
+
+
+# Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
+_UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
+_EXECUTE = Route.EXECUTE
+
+
+def _log_record(
+    decided_at: float, request_id: str | None, contract: Contract | None,
+    call: parse.ParsedCall | None, versions: dict[str, str], route: Route,
+    error_class: ErrorClass | None, rule: str | None, detail: str,
+    actor: dict[str, Any], arguments: dict[str, Any] | None,
+    shadow: tuple[ShadowVerdict, ...], elapsed: float, extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The decision's log record: one JSON line for engineers."""
+    record = {
+        "ts": datetime.fromtimestamp(decided_at, UTC).isoformat(),
+        "request_id": request_id or uuid.uuid4().hex,
+        "tool": contract.name if contract else (extra or {}).get("proposed_tool"),
+        "contract_version": contract.version if contract else None,
+        "versions": versions,
+        "route": str(route),
+        "error_class": str(error_class) if error_class else None,
+        "rule": rule,
+        "detail": detail,
+        "actor": actor,
+        "arguments": arguments,
+        "shadow": [v.__dict__ for v in shadow],
+        "elapsed_ms": round(elapsed * 1000, 3),
+    }
+    if extra and "evaluation_error" in extra:
+        record["evaluation_error"] = extra["evaluation_error"]
+    if call is not None and call.note:
+        record["note"] = call.note
+    return record
 
 
 def _actor_summary(actor: Mapping[str, Any]) -> dict[str, Any]:

@@ -296,6 +296,22 @@ def trace_sources(arguments: Any, conversation: Conversation | None,
     return sources_of(arguments, conversation, records, thresholds)
 
 
+def unknown_sources(arguments: Any) -> Any:
+    """``trace_sources`` without a conversation, on every call's path: each leaf's sources
+    are ``[unknown]``, without the per-leaf work of ``sources_of``."""
+    if isinstance(arguments, dict):
+        return {key: [UNKNOWN] if type(value) in _SCALARS else unknown_sources(value)
+                for key, value in arguments.items()}
+    if isinstance(arguments, list):
+        return [unknown_sources(value) for value in arguments]
+    if isinstance(arguments, Mapping):
+        return {key: unknown_sources(value) for key, value in arguments.items()}
+    return [UNKNOWN]
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # JSON leaves, never containers
+
+
 def flatten(provenance: Any, prefix: str = "args") -> Iterator[tuple[str, list[str]]]:
     """(``args.path``, sources) for every leaf, for ``--explain`` and drafts."""
     if isinstance(provenance, Mapping):

@@ -101,7 +101,8 @@ def json_equal(one: Any, two: Any) -> bool:
     if isinstance(one, str) or isinstance(two, str):
         return bool(one == two)
     if isinstance(one, Sequence) and isinstance(two, Sequence):
-        return len(one) == len(two) and all(json_equal(a, b) for a, b in zip(one, two))
+        return len(one) == len(two) and all(
+            json_equal(a, b) for a, b in zip(one, two, strict=True))
     if isinstance(one, Mapping) and isinstance(two, Mapping):
         return len(one) == len(two) and all(
             key in two and json_equal(value, two[key]) for key, value in one.items())
@@ -317,32 +318,33 @@ class _Generator:
 
     def object_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         pad = "    " * depth
-        if "required" in schema:
-            names = [_str(name) for name in _list(schema["required"])]
-            if names:
-                yield self.fail(" or ".join(f"{name!r} not in {var}" for name in names), depth)
+        required = [_str(name) for name in _list(schema.get("required", []))]
+        if required:
+            yield self.fail(" or ".join(f"{name!r} not in {var}" for name in required), depth)
         if "minProperties" in schema:
             yield self.fail(f"len({var}) < {self.number(schema['minProperties'])}", depth)
         if "maxProperties" in schema:
             yield self.fail(f"len({var}) > {self.number(schema['maxProperties'])}", depth)
         for name, subschema in _dict(schema.get("properties", {})).items():
-            if subschema is True:
-                continue
             item = self.name("item")
-            body = self.child(subschema, item, depth + 1)
-            if body:
-                yield f"{pad}{item} = {var}.get({_str(name)!r}, _MISSING)"
-                yield f"{pad}if {item} is not _MISSING:"
-                yield from body
+            if name in required:  # known to be there: the check above returned otherwise
+                body = self.child(subschema, item, depth)
+                yield from self.block(f"{pad}{item} = {var}[{_str(name)!r}]", body)
+            else:
+                body = self.child(subschema, item, depth + 1)
+                if body:
+                    yield f"{pad}{item} = {var}.get({_str(name)!r}, _MISSING)"
+                    yield f"{pad}if {item} is not _MISSING:"
+                    yield from body
         patterns = _dict(schema.get("patternProperties", {}))
         if patterns:
             key, item = self.name("key"), self.name("item")
-            body: list[str] = []
+            matching: list[str] = []
             for pattern, subschema in patterns.items():
                 search = self.constant(re.compile(_str(pattern)).search)
-                body += self.block(f"{pad}    if {search}({key}) is not None:",
-                                   self.child(subschema, item, depth + 2))
-            yield from self.block(f"{pad}for {key}, {item} in {var}.items():", body)
+                matching += self.block(f"{pad}    if {search}({key}) is not None:",
+                                       self.child(subschema, item, depth + 2))
+            yield from self.block(f"{pad}for {key}, {item} in {var}.items():", matching)
         if "additionalProperties" in schema:
             yield from self.additional(schema, var, depth)
         if "propertyNames" in schema:
@@ -401,10 +403,11 @@ class _Generator:
             count, item = self.name("count"), self.name("item")
             yield f"{pad}{count} = 0"
             yield f"{pad}for {item} in {var}:"
-            yield f"{pad}    if {matches}({item}): {count} += 1"
+            yield f"{pad}    if {matches}({item}):"
+            yield f"{pad}        {count} += 1"
+            if "maxContains" in schema:  # like jsonschema, stop at the first match too many
+                yield self.fail(f"{count} > {self.number(schema['maxContains'])}", depth + 2)
             yield self.fail(f"{count} < {self.number(schema.get('minContains', 1))}", depth)
-            if "maxContains" in schema:
-                yield self.fail(f"{count} > {self.number(schema['maxContains'])}", depth)
 
     # -- combinators
 

@@ -14,12 +14,16 @@ from typing import Any
 from jsonschema.exceptions import ValidationError, best_match
 
 from .cel import CelEvaluationError
-from .decision import ShadowVerdict, TraceEntry
+from .decision import RawTraceEntry, ShadowVerdict
 from .documents import Contract, Lookup, Mode, OnError, Rule
 from .errors import ErrorClass
 from .outcome import Rejection
 
 Record = Mapping[str, Any]
+# Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
+# these.
+_ENFORCE = Mode.ENFORCE
+_IGNORE = OnError.IGNORE
 Resolver = Callable[[str, Any], Sequence[Record]]  # (field, value) → matching records
 MaySee = Callable[[Lookup, Record], bool]
 
@@ -27,17 +31,17 @@ MaySee = Callable[[Lookup, Record], bool]
 # 3a. Arguments against the contract's JSON Schema -------------------------------------------
 
 
-def arguments(contract: Contract, args: Mapping[str, Any], trace: list[TraceEntry]) -> None:
+def arguments(contract: Contract, args: Mapping[str, Any], trace: list[RawTraceEntry]) -> None:
     # The compiled verdict first; jsonschema, the source of truth, explains a failure.
     error = None if contract.arguments_valid(args) else \
         best_match(contract.validator.iter_errors(args))
     if error is None:
-        trace.append(TraceEntry("validate", "schema", "pass"))
+        trace.append(("validate", "schema", "pass"))
         return
     field = ".".join(str(p) for p in error.absolute_path) or _missing_field(error) or "arguments"
     problem = _describe(error)
     expected = expected_value(contract, field)
-    trace.append(TraceEntry("validate", "schema", "fail", f"{field}: {problem}"))
+    trace.append(("validate", "schema", "fail", f"{field}: {problem}"))
     raise Rejection(
         ErrorClass.INVALID_ARGUMENT,
         f"argument {field!r}: {problem}",
@@ -140,7 +144,7 @@ def references(
     variables: dict[str, Any],
     resolvers: Mapping[str, Resolver],
     may_see: MaySee,
-    trace: list[TraceEntry],
+    trace: list[RawTraceEntry],
 ) -> None:
     """Look up each declared record and bind it in ``variables`` under the lookup's name.
 
@@ -150,10 +154,10 @@ def references(
     for lookup in contract.lookups:
         if lookup.when is not None and not _truthy(lookup.when, variables):
             variables[lookup.name] = None
-            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "skip", "when is false"))
+            trace.append(("validate", f"lookup {lookup.name}", "skip", "when is false"))
             continue
         try:
-            key = lookup.key(variables)
+            key = lookup.key.evaluate(variables)  # .evaluate: one call frame less
         except CelEvaluationError as error:
             raise Rejection(
                 ErrorClass.INVALID_ARGUMENT,
@@ -174,13 +178,13 @@ def references(
             found = [record for record in found if may_see(lookup, record)]
         if lookup.many == "list":
             variables[lookup.name] = found
-            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "found",
-                                    f"{len(found)} record(s)"))
+            trace.append(("validate", f"lookup {lookup.name}", "found",
+                          f"{len(found)} record(s)"))
             continue
         if not found:
             fields = "|".join(lookup.fields)
-            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "not_found",
-                                    f"{lookup.collection}.{fields} == {_short(key)}"))
+            trace.append(("validate", f"lookup {lookup.name}", "not_found",
+                          f"{lookup.collection}.{fields} == {_short(key)}"))
             raise Rejection(
                 ErrorClass.NOT_FOUND,
                 f"no {lookup.collection} record with {'|'.join(lookup.fields)} == {_short(key)} "
@@ -194,8 +198,8 @@ def references(
             candidates = tuple(
                 {f: record[f] for f in lookup.candidate_fields if f in record} for record in found
             )
-            trace.append(TraceEntry("validate", f"lookup {lookup.name}", "ambiguous",
-                                    f"{len(found)} matches"))
+            trace.append(("validate", f"lookup {lookup.name}", "ambiguous",
+                          f"{len(found)} matches"))
             raise Rejection(
                 ErrorClass.AMBIGUOUS,
                 f"{len(found)} {lookup.collection} records match {_short(key)}",
@@ -208,8 +212,8 @@ def references(
                 candidates=candidates,
             )
         variables[lookup.name] = found[0]
-        trace.append(TraceEntry("validate", f"lookup {lookup.name}", "found",
-                                f"{lookup.collection} {found[0].get('id', '')}"))
+        trace.append(("validate", f"lookup {lookup.name}", "found",
+                      f"{lookup.collection} {found[0].get('id', '')}"))
 
 
 # Shown to the person both for a missing record and for one they may not access.
@@ -277,21 +281,23 @@ def _truthy(expression: Any, variables: Mapping[str, Any]) -> bool:
 def business_rules(
     contract: Contract,
     variables: Mapping[str, Any],
-    trace: list[TraceEntry],
+    trace: list[RawTraceEntry],
     shadow: list[ShadowVerdict],
+    example: str | None = None,
 ) -> None:
     """Evaluate the contract's rules in declared order; the first enforced violation stops.
 
     A violated rule that asks for a person's confirmation (error class
     ``confirmation_required``) does not stop the others: every later rule must still pass,
-    since the person confirms this call, not an exception from the rules."""
+    since the person confirms this call, not an exception from the rules. ``example``:
+    ``example_call(contract)``, when the caller keeps it."""
     needs_confirmation: list[Rejection] = []
     for rule in contract.rules:
         passed, error = evaluate_rule(rule, variables)
         result = "pass" if passed else ("error" if error else "fail")
-        trace.append(TraceEntry("validate", f"rule {rule.name}", result,
-                                f"{error} ({rule.on_error})" if error else rule.mode
-                                if rule.mode != Mode.ENFORCE else ""))
+        trace.append(("validate", f"rule {rule.name}", result,
+                      f"{error} ({rule.on_error})" if error else rule.mode
+                      if rule.mode != _ENFORCE else ""))
         if passed:
             continue
         message = rule.message.render(variables)
@@ -301,7 +307,7 @@ def business_rules(
             # "deleted" must read exactly like "missing" and like "not yours"
             message = unavailable_message(contract, hidden, variables)
             user = NOT_FOUND_USER_MESSAGE
-        if rule.mode != Mode.ENFORCE:
+        if rule.mode != _ENFORCE:
             shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
                                         str(rule.error_class), message))
             continue
@@ -311,7 +317,7 @@ def business_rules(
             rule=f"{contract.name}/{rule.name}",
             agent_message=message,
             user_message=user,
-            hint=rule.hint or example_call(contract),
+            hint=rule.hint or (example if example is not None else example_call(contract)),
             route=rule.route,
             extra={"evaluation_error": error} if error else {},
         )
@@ -334,11 +340,11 @@ def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
 def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str | None]:
     """(passed, evaluation error). A non-boolean result is an error too."""
     try:
-        value = rule.expression(variables)
+        value = rule.expression.evaluate(variables)  # .evaluate: one call frame less
     except CelEvaluationError as error:
-        return rule.on_error == OnError.IGNORE, str(error)
+        return rule.on_error == _IGNORE, str(error)
     if value is True:
         return True, None
     if value is False:
         return False, None
-    return rule.on_error == OnError.IGNORE, f"expression returned {type(value).__name__}, not bool"
+    return rule.on_error == _IGNORE, f"expression returned {type(value).__name__}, not bool"
