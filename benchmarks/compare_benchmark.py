@@ -321,18 +321,18 @@ def rego_contender(world: Mapping[str, list[dict[str, Any]]], actor: Mapping[str
 # Measuring -------------------------------------------------------------------------------------
 
 
-BLOCK_SECONDS = 0.002  # each block of one contender's calls lasts about this long
+BLOCK_SECONDS = 0.005  # each block of one contender's calls lasts about this long
 
 
 def block_sizes(contenders: list[Contender]) -> dict[str, int]:
-    """Calls per block: enough to fill ``BLOCK_SECONDS``, at least 3, at most 50."""
+    """Calls per block: enough to fill ``BLOCK_SECONDS``, at least 3, at most 100."""
     sizes = {}
     for contender in contenders:
         begin = time.perf_counter()
         for text in DECISIONS.values():
             contender.decide(text)
         each = (time.perf_counter() - begin) / len(DECISIONS)
-        sizes[contender.name] = max(3, min(50, int(BLOCK_SECONDS / each)))
+        sizes[contender.name] = max(3, min(100, int(BLOCK_SECONDS / each)))
     return sizes
 
 
@@ -413,22 +413,25 @@ def targets(contenders: list[Contender], samples: dict[tuple[str, str], list[int
 
     names = {c.name for c in contenders}
     engines = [c.name for c in contenders if c.name.startswith(("cedarpy", "regopy"))]
-    print("\ntargets (p50 ratios per decision, measured side by side above)")
+    print("\ntargets (p50 ratios for the three decisions, in the order above)")
 
-    def line(text: str, values: list[float], met: bool) -> None:
+    def line(text: str, values: list[float], met: list[bool]) -> None:
         shown = ", ".join(ratio(v) for v in values)
-        print(f"  {text:<52}{shown:<28}{'met' if met else 'NOT MET'}")
+        verdict = "met" if all(met) else "NOT MET" if not any(met) else \
+            f"met for {sum(met)} of {len(met)}"
+        print(f"  {text:<52}{shown:<24}{verdict}")
 
     floor = [p50("callgate", d) / p50("hand-written", d) for d in DECISIONS]
-    line("callgate at most 8x the hand-written floor", floor, max(floor) <= 8)
+    line("callgate at most 8x the hand-written floor", floor, [r <= 8 for r in floor])
     if engines:
         fastest = [min(p50(e, d) for e in engines) / p50("callgate", d) for d in DECISIONS]
-        line("at least 5x faster than the fastest of Cedar/Rego", fastest, min(fastest) >= 5)
+        line("at least 5x faster than the fastest of Cedar/Rego", fastest,
+             [r >= 5 for r in fastest])
     else:
         print("  Cedar/Rego: neither installed, target not measured")
     if "cel-python, interpreted" in names:
         cel = [p50("cel-python, interpreted", d) / p50("callgate", d) for d in DECISIONS]
-        line("at least 20x faster than cel-python's interpreter", cel, min(cel) >= 20)
+        line("at least 20x faster than cel-python's interpreter", cel, [r >= 20 for r in cel])
 
 
 # Scaling: rules per tool --------------------------------------------------------------------
@@ -609,10 +612,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="about 20 s: shorter timing, contracts up to 100 only")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="time budget of the interleaved decisions (default 45, quick 7)")
+                        help="time budget of the interleaved decisions (default 35, quick 7)")
     parser.add_argument("--max-rounds", type=int, default=1_000_000)
     options = parser.parse_args()
-    seconds = options.seconds or (7.0 if options.quick else 45.0)
+    seconds = options.seconds or (7.0 if options.quick else 35.0)
 
     world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text("utf-8"))
     actor = yaml.safe_load((REPO / "examples" / "actors" / "dana.yaml").read_text("utf-8"))
@@ -660,7 +663,7 @@ def main() -> int:
     targets(contenders, samples)
 
     with tempfile.TemporaryDirectory(prefix="callgate-bench-") as scratch:
-        rules_scaling(world, actor, 3.0 if options.quick else 10.0, Path(scratch) / "rules")
+        rules_scaling(world, actor, 3.0 if options.quick else 8.0, Path(scratch) / "rules")
         load_scaling((10, 100) if options.quick else (10, 100, 1000), Path(scratch))
     if options.quick:
         print("  (--quick: 1,000 contracts not loaded)")

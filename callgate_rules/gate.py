@@ -630,7 +630,7 @@ class Gate:
         contract = progress.contract
         call = progress.call
         versions = self._plan.versions_for(contract.name if contract else None)
-        if error_class is _UNKNOWN_TOOL:
+        if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             versions = {**versions, **{c.document.key: c.version
                                        for c in self.config.contracts.values()}}

@@ -291,6 +291,24 @@ def business_rules(
     ``confirmation_required``) does not stop the others: every later rule must still pass,
     since the person confirms this call, not an exception from the rules. ``example``:
     ``example_call(contract)``, when the caller keeps it."""
+    rejection = _violation(contract, variables, trace, shadow, example)
+    if rejection is not None:
+        try:
+            raise rejection
+        finally:
+            # The traceback holds this frame: without this, frame and exception would form
+            # a cycle left for the garbage collector, once per rejected call.
+            del rejection
+
+
+def _violation(
+    contract: Contract,
+    variables: Mapping[str, Any],
+    trace: list[RawTraceEntry],
+    shadow: list[ShadowVerdict],
+    example: str | None,
+) -> Rejection | None:
+    """The rejection ``business_rules`` raises, if any."""
     needs_confirmation: list[Rejection] = []
     for rule in contract.rules:
         passed, error = evaluate_rule(rule, variables)
@@ -324,9 +342,8 @@ def business_rules(
         if rule.error_class == ErrorClass.CONFIRMATION_REQUIRED:
             needs_confirmation.append(rejection)
             continue
-        raise rejection
-    if needs_confirmation:
-        raise needs_confirmation[0]
+        return rejection
+    return needs_confirmation[0] if needs_confirmation else None
 
 
 def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
