@@ -118,31 +118,27 @@ def _check_bounds(value: Any, limits: InputLimits) -> None:
                 extra={"bound": "max_depth"},
             )
         if isinstance(item, str):
-            if _LONE_SURROGATE.search(item):
-                raise Rejection(ErrorClass.MALFORMED,
-                                "a string holds a lone UTF-16 surrogate, which is not text")
-            if len(item) > limits.max_string_length:
-                raise Rejection(
-                    ErrorClass.MALFORMED,
-                    f"a string of {len(item)} characters is longer than the limit of "
-                    f"{limits.max_string_length}",
-                    extra={"bound": "max_string_length"},
-                )
+            _check_text(item, "string", limits)
         elif isinstance(item, dict):
             for key, child in item.items():
-                if _LONE_SURROGATE.search(key):
-                    raise Rejection(ErrorClass.MALFORMED,
-                                    "a key holds a lone UTF-16 surrogate, which is not text")
-                if len(key) > limits.max_string_length:
-                    raise Rejection(
-                        ErrorClass.MALFORMED,
-                        f"a key of {len(key)} characters is longer than the limit of "
-                        f"{limits.max_string_length}",
-                        extra={"bound": "max_string_length"},
-                    )
+                _check_text(key, "key", limits)
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str, what: str, limits: InputLimits) -> None:
+    """A string value or a key: real text (no lone surrogate), within the length bound."""
+    if _LONE_SURROGATE.search(text):
+        raise Rejection(ErrorClass.MALFORMED,
+                        f"a {what} holds a lone UTF-16 surrogate, which is not text")
+    if len(text) > limits.max_string_length:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"a {what} of {len(text)} characters is longer than the limit of "
+            f"{limits.max_string_length}",
+            extra={"bound": "max_string_length"},
+        )
 
 
 def _first_undeclared(
