@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
 
 from .cel import CelEvaluationError
-from .decision import RawTraceEntry, ShadowVerdict
+from .decision import Deferred, RawTraceEntry, ShadowVerdict
 from .documents import AccessPolicies, AccessRule, Contract, Lookup, Mode, OnError
 from .errors import ErrorClass
 from .outcome import Rejection
@@ -24,11 +26,6 @@ from .validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
 # Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
 # this.
 _ENFORCE = Mode.ENFORCE
-
-
-@dataclass(frozen=True)
-class Permit:
-    rule: str  # the deciding allow rule
 
 
 @dataclass(frozen=True)
@@ -51,21 +48,25 @@ def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
                 session: Mapping[str, Any] | None = None) -> None:
     """The host's actor and session facts must match their declared schemas: what does not
     is never trusted."""
-    checks = ((policies.actor_validator, policies.actor_valid, actor, "actor", "actor-schema"),
-              (policies.session_validator, policies.session_valid, session or {}, "session",
-               "session-schema"))
-    for validator, valid, value, name, rule in checks:
-        if validator is None or (valid is not None and valid(value)):
-            continue  # the compiled verdict; jsonschema explains a failure
-        error = best_match(validator.iter_errors(value))
-        if error is not None:
-            where = ".".join(str(p) for p in error.absolute_path) or name
-            raise Rejection(
-                ErrorClass.FORBIDDEN,
-                f"the {name} passed by the host does not match the declared {name} schema: "
-                f"{where}: {error.message}",
-                rule=rule,
-            )
+    # The compiled verdicts first; jsonschema explains a failure.
+    valid = policies.actor_valid
+    if policies.actor_validator is not None and (valid is None or not valid(actor)):
+        _check_against(policies.actor_validator, actor, "actor", "actor-schema")
+    valid = policies.session_valid
+    if policies.session_validator is not None and (valid is None or not valid(session or {})):
+        _check_against(policies.session_validator, session or {}, "session", "session-schema")
+
+
+def _check_against(validator: Validator, value: Any, name: str, rule: str) -> None:
+    error = best_match(validator.iter_errors(value))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or name
+        raise Rejection(
+            ErrorClass.FORBIDDEN,
+            f"the {name} passed by the host does not match the declared {name} schema: "
+            f"{where}: {error.message}",
+            rule=rule,
+        )
 
 
 def authorize(
@@ -75,31 +76,39 @@ def authorize(
     trace: list[RawTraceEntry],
     shadow: list[ShadowVerdict],
     rules: ToolRules | None = None,
-) -> Permit:
-    """Default deny; a matching deny beats any allow. ``rules``: the tool's rules, when the
-    caller has them already."""
+) -> str:
+    """The name of the deciding allow rule. Default deny; a matching deny beats any allow.
+    ``rules``: the tool's rules, when the caller has them already."""
     rules = rules or ToolRules.of(policies, contract.name)
     for rule in rules.denies:
-        if _matches(rule, variables, trace, shadow):
-            raise _denied(contract, rule, [rule], variables)
+        try:
+            value = rule.when.evaluate(variables)  # .evaluate: one call frame less
+        except CelEvaluationError as failure:
+            value = failure
+        if value is False:  # the common case, kept to one constant trace entry
+            trace.append(rule.unmatched)
+        elif _matched(rule, value, trace, shadow):
+            raise denial(contract, rule, (rule,), variables)
     for rule in rules.allows:
         if _matches(rule, variables, trace, shadow):
-            return Permit(rule.qualified_name)
-    trace.append(("authorize", "default", "deny", "no allow rule matched"))
-    raise _denied(contract, None, list(rules.allows), variables)
+            return rule.qualified_name
+    trace.append(DEFAULT_DENY)
+    raise denial(contract, None, rules.allows, variables)
+
+
+DEFAULT_DENY: RawTraceEntry = ("authorize", "default", "deny", "no allow rule matched")
 
 
 def may_see(
-    policies: AccessPolicies, contract: Contract, variables: Mapping[str, Any],
-    tool_rules: ToolRules | None = None,
+    policies: AccessPolicies, contract: Contract, tool_rules: ToolRules | None = None,
 ) -> MaySee:
     """A filter for the candidates of a look-up with several matches: would the policy let
     the actor act on this record? Only rules that can be evaluated with what is known so far
     (no look-up still to come) take part. ``tool_rules``: the tool's rules, when the caller
-    has them already."""
+    has them already. Made once per tool."""
     rules = tool_rules.rules if tool_rules else policies.rules_for(contract.name)
 
-    def visible(lookup: Lookup, record: Mapping[str, Any]) -> bool:
+    def visible(lookup: Lookup, record: Mapping[str, Any], variables: Mapping[str, Any]) -> bool:
         probe = {**variables, lookup.name: record}
         relevant = [
             r for r in rules
@@ -125,9 +134,23 @@ def _matches(
 ) -> bool:
     try:
         value = rule.when.evaluate(variables)  # .evaluate: one call frame less
-        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     except CelEvaluationError as failure:
-        value, error = None, str(failure)
+        value = failure
+    return _matched(rule, value, trace, shadow)
+
+
+def _matched(
+    rule: AccessRule,
+    value: Any,
+    trace: list[RawTraceEntry],
+    shadow: list[ShadowVerdict],
+) -> bool:
+    """Whether ``rule`` matched, given what its ``when`` gave: a value, or the
+    ``CelEvaluationError`` it raised."""
+    if isinstance(value, CelEvaluationError):
+        error: str | None = str(value)
+    else:
+        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     if error is not None:
         # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
         matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
@@ -146,32 +169,39 @@ def _matches(
     return matched
 
 
-def _denied(
+def denial(
     contract: Contract,
     rule: AccessRule | None,
-    deciding: list[AccessRule],
+    deciding: tuple[AccessRule, ...],
     variables: Mapping[str, Any],
 ) -> Rejection:
+    """The rejection of a call denied by ``rule``, or by default (``None``) when none of the
+    ``deciding`` allow rules matched."""
     record_lookups = [
         lookup for lookup in contract.lookups
         if any(lookup.name in r.when.variables for r in deciding)
     ]
-    if record_lookups:
-        # The verdict depends on a record: answer exactly as if it did not exist.
-        agent = unavailable_message(contract, record_lookups[0], variables)
-    elif rule is not None and rule.message is not None:
-        agent = rule.message.render({"args": variables.get("args", {}),
-                                     "actor": variables.get("actor", {}),
-                                     "tool": contract.name})
-    else:
-        agent = (f"You are not allowed to call {contract.name} for this user. Tell the user "
-                 "it cannot be done here.")
     name = rule.qualified_name if rule else "default-deny"
     return Rejection(
         ErrorClass.FORBIDDEN,
         f"denied by {name}",
         rule=name,
-        agent_message=agent,
+        # rendered when first read: most denials are only routed
+        agent_message=Deferred(partial(_denial_message, contract, rule, record_lookups,
+                                       variables)),
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )
+
+
+def _denial_message(contract: Contract, rule: AccessRule | None, record_lookups: list[Lookup],
+                    variables: Mapping[str, Any]) -> str:
+    if record_lookups:
+        # The verdict depends on a record: answer exactly as if it did not exist.
+        return unavailable_message(contract, record_lookups[0], variables)
+    if rule is not None and rule.message is not None:
+        return rule.message.render({"args": variables.get("args", {}),
+                                    "actor": variables.get("actor", {}),
+                                    "tool": contract.name})
+    return (f"You are not allowed to call {contract.name} for this user. Tell the user "
+            "it cannot be done here.")

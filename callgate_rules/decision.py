@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
 from .errors import ErrorClass, Route
@@ -99,6 +100,9 @@ class ShadowVerdict:
     message: str
 
 
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})  # shared, so read-only
+
+
 @dataclass(frozen=True)
 class Decision:
     """The gate's answer to one proposal. ``error_class`` is ``None`` when all went well."""
@@ -108,12 +112,13 @@ class Decision:
     tool: str | None
     contract_version: str | None
     rule: str | None  # the rule that decided, as ``document/rule`` or ``tool/rule``
-    agent_message: str  # goes back into the model's context
-    user_message: str  # safe to show the person in the chat
-    # for engineers: masked, structured, one JSON line (built when first read)
+    # The three fields below are built when first read (a rejection's messages too): mypy
+    # takes them for fields with a default; they have none: asked for one, the descriptor
+    # raises AttributeError, which is how dataclasses tell a field without one.
+    agent_message: _DeferredField[str] = _DeferredField()  # back into the model's context
+    user_message: _DeferredField[str] = _DeferredField()  # safe to show the person in the chat
+    # for engineers: masked, structured, one JSON line
     log: _DeferredField[Mapping[str, Any]] = _DeferredField()
-    # mypy takes ``log`` for a field with a default; it has none: asked for one, the
-    # descriptor raises AttributeError, which is how dataclasses tell a field without one.
     versions: Mapping[str, str]  # type: ignore[misc]  # every document that took part
     trace: _DeferredField[tuple[TraceEntry, ...]] = _DeferredField(())
     arguments: Mapping[str, Any] | None = None  # the validated arguments
@@ -131,14 +136,13 @@ class Decision:
     @classmethod
     def of_check(
         cls,
-        *,
         route: Route,
         error_class: ErrorClass | None,
         tool: str | None,
         contract_version: str | None,
         rule: str | None,
-        agent_message: str,
-        user_message: str,
+        agent_message: str | Deferred[str],
+        user_message: str | Deferred[str],
         log: Mapping[str, Any] | Deferred[Mapping[str, Any]],
         versions: Mapping[str, str],
         trace: tuple[TraceEntry, ...] | Deferred[tuple[TraceEntry, ...]],
@@ -147,19 +151,18 @@ class Decision:
         candidates: tuple[Mapping[str, Any], ...],
         warnings: tuple[ShadowVerdict, ...],
     ) -> Decision:
-        """The same decision as ``Decision(...)`` with these fields, made faster: a frozen
-        dataclass's ``__init__`` sets every field through ``object.__setattr__``, a
-        measurable part of a whole decision; this fills the instance's ``__dict__`` in one
-        step (where ``__init__`` would store each value too, deferred ones included)."""
+        """The same decision as ``Decision(...)`` with these fields (in this order), made
+        faster: a frozen dataclass's ``__init__`` sets every field through
+        ``object.__setattr__``, a measurable part of a whole decision; this fills the
+        instance's ``__dict__`` in one step, and leaves the fields a check never sets to
+        their defaults on the class."""
         decision = object.__new__(cls)
         object.__setattr__(decision, "__dict__", {
             "route": route, "error_class": error_class, "tool": tool,
             "contract_version": contract_version, "rule": rule,
             "agent_message": agent_message, "user_message": user_message, "log": log,
             "versions": versions, "trace": trace, "arguments": arguments, "call_id": call_id,
-            "candidates": candidates, "warnings": warnings, "operation_id": None,
-            "result": None, "draft": None, "confirmation_token": None, "limit_path": None,
-            "retry_after": None, "extra": {},
+            "candidates": candidates, "warnings": warnings, "extra": _NO_EXTRA,
         })
         return decision
 
@@ -191,10 +194,15 @@ class Decision:
         }
 
 
-# ``Decision.of_check`` lists every field: a field added to Decision must be added there too.
+# ``Decision.of_check`` lists every field without a default, and ``extra``; the others it
+# leaves to their defaults, which must be readable on the class: a field added to Decision
+# must be added there, or have a plain default.
 _OF_CHECK_FIELDS = ("route", "error_class", "tool", "contract_version", "rule", "agent_message",
                     "user_message", "log", "versions", "trace", "arguments", "call_id",
-                    "candidates", "warnings", "operation_id", "result", "draft",
-                    "confirmation_token", "limit_path", "retry_after", "extra")
-if tuple(each.name for each in fields(Decision)) != _OF_CHECK_FIELDS:
+                    "candidates", "warnings")
+_CLASS_DEFAULTS = ("operation_id", "result", "draft", "confirmation_token", "limit_path",
+                   "retry_after")
+if tuple(each.name for each in fields(Decision)) != \
+        (*_OF_CHECK_FIELDS, *_CLASS_DEFAULTS, "extra") or \
+        any(getattr(Decision, name, _NO_EXTRA) is _NO_EXTRA for name in _CLASS_DEFAULTS):
     raise AssertionError("Decision's fields changed: update Decision.of_check")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from jsonschema.protocols import Validator
@@ -128,6 +128,10 @@ class Lookup:
     message: Template | None
     location: Location
 
+    @cached_property
+    def trace_subject(self) -> str:
+        return f"lookup {self.name}"
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -143,6 +147,16 @@ class Rule:
     mode: Mode
     on_error: OnError
     location: Location
+
+    @cached_property
+    def trace_subject(self) -> str:
+        return f"rule {self.name}"
+
+    @cached_property
+    def passed(self) -> tuple[str, str, str, str]:
+        """Its trace entry when it holds: the same for every call, so made once."""
+        return ("validate", self.trace_subject, "pass",
+                "" if self.mode == Mode.ENFORCE else str(self.mode))
 
 
 @dataclass(frozen=True)
@@ -223,9 +237,15 @@ class AccessRule:
     def applies_to(self, tool: str) -> bool:
         return "*" in self.tools or tool in self.tools
 
-    @property
+    @cached_property
     def qualified_name(self) -> str:
         return f"{self.document.name}/{self.name}"
+
+    @cached_property
+    def unmatched(self) -> tuple[str, str, str]:
+        """Its trace entry when ``when`` is false: the same for every call, so made once."""
+        return ("authorize", self.qualified_name,
+                "no match" + ("" if self.mode == Mode.ENFORCE else f" ({self.mode})"))
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
@@ -33,8 +34,9 @@ from .decision_log import DecisionLog
 from .documents import Contract, GateConfig, LimitPath
 from .errors import ConfirmationError, ErrorClass, Route
 from .execute import ExecutionRequest, Executor, Failed, Finder, send
+from .express import ExpressLane, Reached
 from .messages import agent_message, user_message
-from .outcome import Rejection
+from .outcome import Rejection, text_of
 from .provenance import Conversation, read_conversation
 from .route import FAILURES, Ending, Run, Sleep, State, WriteMachine, backoff_delay, limit_route
 from .store import open_store
@@ -74,42 +76,66 @@ class _Progress:
         return self.call.contract if self.call else self.contract_only
 
 
-class _Plan:
-    """What the decision path needs of a configuration that is the same for every call: the
-    documents' versions, the access rules and the example call per tool (worked out on a
-    tool's first call), and the list of tools an unknown one is told about."""
+class _ToolPlan:
+    """What deciding about one tool needs that is the same for every call: worked out on the
+    tool's first call, so that no decision recomputes it."""
 
-    __slots__ = ("config", "tool_list", "_versions", "_rules", "_examples")
+    __slots__ = ("rules", "may_see", "example", "versions", "parsed", "reads_provenance",
+                 "express")
+
+    def __init__(self, config: GateConfig, contract: Contract) -> None:
+        self.rules = authorize.ToolRules.of(config.policies, contract.name)
+        self.may_see = authorize.may_see(config.policies, contract, self.rules)
+        self.example = validate.example_call(contract)  # the hint of a rejected call
+        # Shared by every decision about the tool, so read-only.
+        self.versions: Mapping[str, str] = MappingProxyType(config.versions_for(contract.name))
+        self.parsed: RawTraceEntry = ("parse", contract.name, "pass",
+                                      f"contract v{contract.version}")
+        # Working out every argument's origin costs as much as a rule: skipped when nothing
+        # about this tool reads it and no conversation asks for it.
+        self.reads_provenance = "provenance" in _variables_read(contract, self.rules)
+        self.express = ExpressLane.of(contract, config.policies, self.rules.denies,
+                                      self.rules.allows, self.reads_provenance, self.example)
+
+
+def _variables_read(contract: Contract, rules: authorize.ToolRules) -> set[str]:
+    """Every variable an expression or message template about ``contract`` reads."""
+    names: set[str] = set()
+    expressions = [*(r.when for r in rules.rules), *(r.expression for r in contract.rules),
+                   *(lookup.key for lookup in contract.lookups),
+                   *(lookup.when for lookup in contract.lookups if lookup.when is not None),
+                   contract.verify, contract.reconcile_match]
+    for expression in expressions:
+        if expression is not None:
+            names.update(expression.variables)
+    templates = [*(r.message for r in rules.rules), *(r.message for r in contract.rules),
+                 *(r.user_message for r in contract.rules),
+                 *(lookup.message for lookup in contract.lookups),
+                 contract.verify_message, contract.confirmation.summary]
+    for template in templates:
+        if template is not None:
+            names.update(path[0] for path in template.fields if path)
+    return names
+
+
+class _Plan:
+    """What the decision path needs of a configuration that is the same for every call: a
+    ``_ToolPlan`` per tool (on its first call), the versions of a call with no known tool,
+    and the list of tools an unknown one is told about."""
+
+    __slots__ = ("config", "tool_list", "_tools", "no_tool_versions")
 
     def __init__(self, config: GateConfig) -> None:
         self.config = config
         self.tool_list = ", ".join(sorted(config.contracts))
-        self._versions: dict[str | None, dict[str, str]] = {}
-        self._rules: dict[str, authorize.ToolRules] = {}
-        self._examples: dict[str, str] = {}
+        self._tools: dict[str, _ToolPlan] = {}
+        self.no_tool_versions: Mapping[str, str] = MappingProxyType(config.versions_for(None))
 
-    def example_call(self, contract: Contract) -> str:
-        """``validate.example_call``: the hint of a rejected call."""
-        example = self._examples.get(contract.name)
-        if example is None:
-            example = self._examples[contract.name] = validate.example_call(contract)
-        return example
-
-    def versions_for(self, tool: str | None) -> dict[str, str]:
-        """``GateConfig.versions_for``, as a fresh dict (a decision hands it out)."""
-        versions = self._versions.get(tool)
-        if versions is None:
-            versions = self.config.versions_for(tool)
-            if tool is None or tool in self.config.contracts:  # known tools only: bounded
-                self._versions[tool] = versions
-        return dict(versions)
-
-    def rules_for(self, contract: Contract) -> authorize.ToolRules:
-        rules = self._rules.get(contract.name)
-        if rules is None:
-            rules = self._rules[contract.name] = authorize.ToolRules.of(
-                self.config.policies, contract.name)
-        return rules
+    def tool(self, contract: Contract) -> _ToolPlan:
+        plan = self._tools.get(contract.name)
+        if plan is None:
+            plan = self._tools[contract.name] = _ToolPlan(self.config, contract)
+        return plan
 
 
 class Gate:
@@ -147,6 +173,9 @@ class Gate:
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
         self._plan_of_config = _Plan(config)
+        # Steps 3–4 try the express lane first (see ``express``); False sends every call
+        # through the general steps alone, to compare the two or to measure the lane.
+        self.express = True
 
     @property
     def _plan(self) -> _Plan:
@@ -212,38 +241,44 @@ class Gate:
         trace = progress.trace
 
         calls = propose.read(model_output, limits)  # 1 PROPOSE
-        trace.append(("propose", "format", calls[0].format, f"{len(calls)} call(s)"))
+        trace.append(("propose", "format", calls[0].format,
+                      "1 call" if len(calls) == 1 else f"{len(calls)} calls"))
         call = progress.call = parse.one_call(calls, self.config.contracts, limits)  # 2 PARSE
-        trace.append(("parse", call.contract.name, "pass",
-                      call.note or f"contract v{call.contract.version}"))
         contract = call.contract
-        plan = self._plan
-        rules = plan.rules_for(contract)
+        plan = self._plan.tool(contract)
+        trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
 
-        validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
-        variables = progress.variables = {
-            "args": call.arguments, "actor": actor, "now": now, "tool": contract.name,
-            "session": progress.session,
-        }
+        # Steps 3–4 the common way first; the general steps take over where it stops.
+        reached, progress.permit = plan.express.run(
+            call.arguments, actor, progress.session, now, self.resolvers, progress.variables,
+            trace) if plan.express and self.express and progress.conversation is None \
+            else (Reached.NOTHING, None)
+        variables = progress.variables
         policies = self.config.policies
-        authorize.check_actor(policies, actor, progress.session)
-        validate.references(  # 3 VALIDATE: referenced records, from the actor's view
-            contract, variables, self.resolvers,
-            authorize.may_see(policies, contract, variables, rules), trace,
-        )
-        if progress.conversation is None:  # nothing to trace: every value's origin unknown
-            variables["provenance"] = provenance.unknown_sources(call.arguments)
-        else:
-            variables["provenance"] = provenance.trace_sources(  # where each value came from
-                call.arguments, progress.conversation, _looked_up(contract, variables),
-                self.config.routing.provenance)
-            for path, sources in provenance.flatten(variables["provenance"]):
-                trace.append(("validate", f"provenance {path}", ", ".join(sources) or "nowhere"))
-        permit = authorize.authorize(  # 4 AUTHORIZE
-            policies, contract, variables, trace, progress.shadow, rules)
-        progress.permit = permit.rule
-        validate.business_rules(  # 3 VALIDATE: rules
-            contract, variables, trace, progress.shadow, plan.example_call(contract))
+        if reached < Reached.REFERENCES:
+            validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
+            variables = progress.variables = {
+                "args": call.arguments, "actor": actor, "now": now, "tool": contract.name,
+                "session": progress.session,
+            }
+            authorize.check_actor(policies, actor, progress.session)
+            validate.references(  # 3 VALIDATE: referenced records, from the actor's view
+                contract, variables, self.resolvers, plan.may_see, trace)
+            if progress.conversation is not None:  # where each value came from
+                variables["provenance"] = provenance.trace_sources(
+                    call.arguments, progress.conversation, _looked_up(contract, variables),
+                    self.config.routing.provenance)
+                for path, sources in provenance.flatten(variables["provenance"]):
+                    trace.append(("validate", f"provenance {path}",
+                                  ", ".join(sources) or "nowhere"))
+            elif plan.reads_provenance:  # nothing to trace: every value's origin unknown
+                variables["provenance"] = provenance.unknown_sources(call.arguments)
+        if reached < Reached.AUTHORIZED:
+            progress.permit = authorize.authorize(  # 4 AUTHORIZE
+                policies, contract, variables, trace, progress.shadow, plan.rules)
+        if reached < Reached.EVERYTHING:
+            validate.business_rules(  # 3 VALIDATE: rules
+                contract, variables, trace, progress.shadow, plan.example)
 
     # -- steps 5–7 ----------------------------------------------------------------------------
 
@@ -562,10 +597,9 @@ class Gate:
                           "confirmation before execution", rule=progress.permit),
                 progress, actor, request_id, started,
             )
-        route = _EXECUTE
-        progress.trace.append(("route", "allowed", str(route)))
+        progress.trace.append(_ROUTED_TO_EXECUTE)
         return self._decision(
-            route=route, error_class=None, rule=progress.permit,
+            route=_EXECUTE, error_class=None, rule=progress.permit,
             agent=f"All checks passed for {contract.name}.", user="",
             detail="allowed", progress=progress, actor=actor, request_id=request_id,
             started=started,
@@ -587,20 +621,19 @@ class Gate:
         contract = progress.contract
         speaks_as = rejection.speaks_as or rejection.error_class
         advice_route = routing.route_for(speaks_as) if rejection.speaks_as else route
-        variables = {
-            "tool": contract.name if contract else None,
-            "tools": self._plan.tool_list,
-            "detail": rejection.detail,
-            **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
-            "args": progress.call.arguments if progress.call else {},
-        }
+        # The messages are put together when first read: from the rejection's own words,
+        # the routing table's and the route's advice.
+        variables = partial(_message_variables, rejection, contract, progress.call,
+                            self._plan.tool_list)
         return self._decision(
             route=route,
             error_class=rejection.error_class,
             rule=rejection.rule,
-            agent=agent_message(speaks_as, advice_route, routing,
-                                rejection.agent_message, rejection.hint, variables),
-            user=user_message(speaks_as, routing, rejection.user_message, variables),
+            agent=Deferred(lambda: agent_message(
+                speaks_as, advice_route, routing, text_of(rejection.agent_message),
+                rejection.hint, variables())),
+            user=Deferred(lambda: user_message(speaks_as, routing,
+                                               text_of(rejection.user_message), variables())),
             detail=rejection.detail,
             progress=progress,
             actor=actor,
@@ -616,8 +649,8 @@ class Gate:
         route: Route,
         error_class: ErrorClass | None,
         rule: str | None,
-        agent: str,
-        user: str,
+        agent: str | Deferred[str],
+        user: str | Deferred[str],
         detail: str,
         progress: _Progress,
         actor: Mapping[str, Any],
@@ -627,68 +660,80 @@ class Gate:
         extra: Mapping[str, Any] | None = None,
     ) -> Decision:
         elapsed, decided_at = time.perf_counter() - started, time.time()
-        contract = progress.contract
         call = progress.call
-        versions = self._plan.versions_for(contract.name if contract else None)
+        contract = call.contract if call is not None else progress.contract_only
+        plan = self._plan
+        versions = plan.tool(contract).versions if contract else plan.no_tool_versions
         if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             versions = {**versions, **{c.document.key: c.version
                                        for c in self.config.contracts.values()}}
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
-            agent = f"{agent} Note: {call.note}."
-        shadow = tuple(progress.shadow)
-        # What the host handed in and may change afterwards is copied now; the log record
-        # itself is put together when someone first reads ``decision.log``.
+            agent = Deferred(partial(_noted, agent, call.note))
+        shadow = tuple(progress.shadow) if progress.shadow else ()
+        # The log record is put together when someone first reads ``decision.log``. What the
+        # host handed in and may change afterwards is copied now, one level deep.
         log = partial(
             _log_record, decided_at, request_id, contract, call, versions, route, error_class,
-            rule, detail, _actor_summary(actor),
-            mask(call.arguments, contract.mask) if call and contract else None,
+            rule, detail, dict(actor), dict(call.arguments) if call is not None else None,
             shadow, elapsed, extra)
         return Decision.of_check(
-            route=route,
-            error_class=error_class,
-            tool=contract.name if contract else None,
-            contract_version=contract.version if contract else None,
-            rule=rule,
-            agent_message=agent,
-            user_message=user,
-            log=Deferred(log),
-            versions=versions,
-            trace=Deferred(partial(trace_entries, tuple(progress.trace))),
-            arguments=call.arguments if call else None,
-            call_id=call.call_id if call else None,
-            candidates=candidates,
+            route, error_class, contract.name if contract else None,
+            contract.version if contract else None, rule, agent, user, Deferred(log), versions,
+            Deferred(partial(trace_entries, tuple(progress.trace))),
+            call.arguments if call is not None else None,
+            call.call_id if call is not None else None, candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
-            warnings=tuple(v for v in shadow if v.mode == "warn") if shadow else (),
+            tuple(v for v in shadow if v.mode == "warn") if shadow else (),
         )
 
 
 # Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
 _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
 _EXECUTE = Route.EXECUTE
+_ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
+
+
+def _message_variables(rejection: Rejection, contract: Contract | None,
+                       call: parse.ParsedCall | None, tools: str) -> dict[str, Any]:
+    """What the routing table's message templates may name."""
+    return {
+        "tool": contract.name if contract else None,
+        "tools": tools,
+        "detail": rejection.detail,
+        **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
+        "args": call.arguments if call else {},
+    }
+
+
+def _noted(agent: str | Deferred[str], note: str) -> str:
+    text = agent.compute() if isinstance(agent, Deferred) else agent
+    return f"{text} Note: {note}."
 
 
 def _log_record(
     decided_at: float, request_id: str | None, contract: Contract | None,
-    call: parse.ParsedCall | None, versions: dict[str, str], route: Route,
+    call: parse.ParsedCall | None, versions: Mapping[str, str], route: Route,
     error_class: ErrorClass | None, rule: str | None, detail: str,
-    actor: dict[str, Any], arguments: dict[str, Any] | None,
+    actor: Mapping[str, Any], arguments: dict[str, Any] | None,
     shadow: tuple[ShadowVerdict, ...], elapsed: float, extra: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """The decision's log record: one JSON line for engineers."""
+    """The decision's log record: one JSON line for engineers, with the actor summarised
+    and the contract's sensitive arguments masked."""
     record = {
         "ts": datetime.fromtimestamp(decided_at, UTC).isoformat(),
         "request_id": request_id or uuid.uuid4().hex,
         "tool": contract.name if contract else (extra or {}).get("proposed_tool"),
         "contract_version": contract.version if contract else None,
-        "versions": versions,
+        "versions": dict(versions),
         "route": str(route),
         "error_class": str(error_class) if error_class else None,
         "rule": rule,
         "detail": detail,
-        "actor": actor,
-        "arguments": arguments,
+        "actor": _actor_summary(actor),
+        "arguments": mask(arguments, contract.mask) if arguments is not None and contract
+        else None,
         "shadow": [v.__dict__ for v in shadow],
         "elapsed_ms": round(elapsed * 1000, 3),
     }

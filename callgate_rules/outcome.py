@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .decision import Deferred
 from .errors import ErrorClass, Route
 
 
@@ -18,8 +19,9 @@ class Rejection(Exception):
     error_class: ErrorClass
     detail: str  # for the log record: what exactly went wrong, technically
     rule: str | None = None  # the deciding rule, when a rule decided
-    agent_message: str | None = None  # already rendered; None → the routing table's default
-    user_message: str | None = None
+    # Rendered, or rendered when first read; None → the routing table's default.
+    agent_message: str | Deferred[str] | None = None
+    user_message: str | Deferred[str | None] | None = None
     hint: str | None = None  # what a valid call looks like
     route: Route | None = None  # a rule may override the routing table
     candidates: tuple[Mapping[str, Any], ...] = ()
@@ -31,3 +33,8 @@ class Rejection(Exception):
 
     def __str__(self) -> str:
         return f"{self.error_class}: {self.detail}"
+
+
+def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:
+    """A message of a rejection, rendered now if it was left for later."""
+    return message.compute() if isinstance(message, Deferred) else message

@@ -14,7 +14,7 @@ from typing import Any
 from jsonschema.exceptions import ValidationError, best_match
 
 from .cel import CelEvaluationError
-from .decision import RawTraceEntry, ShadowVerdict
+from .decision import Deferred, RawTraceEntry, ShadowVerdict
 from .documents import Contract, Lookup, Mode, OnError, Rule
 from .errors import ErrorClass
 from .outcome import Rejection
@@ -25,7 +25,8 @@ Record = Mapping[str, Any]
 _ENFORCE = Mode.ENFORCE
 _IGNORE = OnError.IGNORE
 Resolver = Callable[[str, Any], Sequence[Record]]  # (field, value) → matching records
-MaySee = Callable[[Lookup, Record], bool]
+# (lookup, candidate record, variables) → may the actor act on this record?
+MaySee = Callable[[Lookup, Record, Mapping[str, Any]], bool]
 
 
 # 3a. Arguments against the contract's JSON Schema -------------------------------------------
@@ -154,7 +155,7 @@ def references(
     for lookup in contract.lookups:
         if lookup.when is not None and not _truthy(lookup.when, variables):
             variables[lookup.name] = None
-            trace.append(("validate", f"lookup {lookup.name}", "skip", "when is false"))
+            trace.append(("validate", lookup.trace_subject, "skip", "when is false"))
             continue
         try:
             key = lookup.key.evaluate(variables)  # .evaluate: one call frame less
@@ -171,19 +172,19 @@ def references(
                 f"no resolver bound for collection {lookup.collection!r} "
                 f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
             )
-        found = _resolve(resolver, lookup.fields, key)
+        found = resolve(resolver, lookup.fields, key)
         if len(found) > 1 or lookup.many == "list":
             # Several matches: only those the actor may act on count as candidates. A single
             # match is kept, so that authorize denies it (forbidden) with the not-found text.
-            found = [record for record in found if may_see(lookup, record)]
+            found = [record for record in found if may_see(lookup, record, variables)]
         if lookup.many == "list":
             variables[lookup.name] = found
-            trace.append(("validate", f"lookup {lookup.name}", "found",
+            trace.append(("validate", lookup.trace_subject, "found",
                           f"{len(found)} record(s)"))
             continue
         if not found:
             fields = "|".join(lookup.fields)
-            trace.append(("validate", f"lookup {lookup.name}", "not_found",
+            trace.append(("validate", lookup.trace_subject, "not_found",
                           f"{lookup.collection}.{fields} == {_short(key)}"))
             raise Rejection(
                 ErrorClass.NOT_FOUND,
@@ -198,7 +199,7 @@ def references(
             candidates = tuple(
                 {f: record[f] for f in lookup.candidate_fields if f in record} for record in found
             )
-            trace.append(("validate", f"lookup {lookup.name}", "ambiguous",
+            trace.append(("validate", lookup.trace_subject, "ambiguous",
                           f"{len(found)} matches"))
             raise Rejection(
                 ErrorClass.AMBIGUOUS,
@@ -212,7 +213,7 @@ def references(
                 candidates=candidates,
             )
         variables[lookup.name] = found[0]
-        trace.append(("validate", f"lookup {lookup.name}", "found",
+        trace.append(("validate", lookup.trace_subject, "found",
                       f"{lookup.collection} {found[0].get('id', '')}"))
 
 
@@ -220,9 +221,10 @@ def references(
 NOT_FOUND_USER_MESSAGE = "I couldn't find that record among the ones you can access."
 
 
-def _resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> list[Record]:
+def resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> Sequence[Record]:
     if len(fields) == 1:
-        return list(resolver(fields[0], key))
+        records = resolver(fields[0], key)
+        return records if type(records) is tuple or type(records) is list else list(records)
     found: list[Record] = []
     seen: set[int] = set()
     for field in fields:
@@ -311,39 +313,73 @@ def _violation(
     """The rejection ``business_rules`` raises, if any."""
     needs_confirmation: list[Rejection] = []
     for rule in contract.rules:
-        passed, error = evaluate_rule(rule, variables)
-        result = "pass" if passed else ("error" if error else "fail")
-        trace.append(("validate", f"rule {rule.name}", result,
-                      f"{error} ({rule.on_error})" if error else rule.mode
-                      if rule.mode != _ENFORCE else ""))
+        try:
+            value = rule.expression.evaluate(variables)  # .evaluate: one call frame less
+        except CelEvaluationError as failure:
+            value = failure
+        if value is True:  # the common case, kept to one constant trace entry
+            trace.append(rule.passed)
+            continue
+        passed, error = _judged(rule, value)
+        trace.append(("validate", rule.trace_subject, "pass" if passed else
+                      "error" if error else "fail", f"{error} ({rule.on_error})" if error
+                      else rule.mode if rule.mode != _ENFORCE else ""))
         if passed:
             continue
-        message = rule.message.render(variables)
-        user = rule.user_message.render(variables) if rule.user_message else None
-        hidden = _private_record_read(contract, rule)
-        if rule.error_class == ErrorClass.NOT_FOUND and hidden is not None:
-            # "deleted" must read exactly like "missing" and like "not yours"
-            message = unavailable_message(contract, hidden, variables)
-            user = NOT_FOUND_USER_MESSAGE
         if rule.mode != _ENFORCE:
             shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
-                                        str(rule.error_class), message))
+                                        str(rule.error_class),
+                                        _rule_messages(contract, rule, variables)[0]))
             continue
-        rejection = Rejection(
-            rule.error_class,
-            f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
-            rule=f"{contract.name}/{rule.name}",
-            agent_message=message,
-            user_message=user,
-            hint=rule.hint or (example if example is not None else example_call(contract)),
-            route=rule.route,
-            extra={"evaluation_error": error} if error else {},
-        )
+        rejection = violation(contract, rule, variables, error, example)
         if rule.error_class == ErrorClass.CONFIRMATION_REQUIRED:
             needs_confirmation.append(rejection)
             continue
         return rejection
     return needs_confirmation[0] if needs_confirmation else None
+
+
+def violation(contract: Contract, rule: Rule, variables: Mapping[str, Any], error: str | None,
+              example: str | None = None) -> Rejection:
+    """The rejection for an enforced ``rule`` that did not hold (``error``: why it could not
+    be evaluated, if that is why). ``example``: ``example_call(contract)``, when the caller
+    keeps it."""
+    agent, user = _messages_later(contract, rule, variables)
+    return Rejection(
+        rule.error_class,
+        f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
+        rule=f"{contract.name}/{rule.name}",
+        agent_message=agent,
+        user_message=user,
+        hint=rule.hint or (example if example is not None else example_call(contract)),
+        route=rule.route,
+        extra={"evaluation_error": error} if error else {},
+    )
+
+
+def _messages_later(contract: Contract, rule: Rule, variables: Mapping[str, Any]
+                    ) -> tuple[Deferred[str], Deferred[str | None]]:
+    """The agent and user messages of a violated rule, rendered (once) when first read:
+    most rejections are only routed, and rendering is a good part of their cost."""
+    rendered: list[tuple[str, str | None]] = []
+
+    def both() -> tuple[str, str | None]:
+        if not rendered:
+            rendered.append(_rule_messages(contract, rule, variables))
+        return rendered[0]
+
+    return Deferred(lambda: both()[0]), Deferred(lambda: both()[1])
+
+
+def _rule_messages(contract: Contract, rule: Rule,
+                   variables: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The agent and user messages of a violated rule."""
+    hidden = _private_record_read(contract, rule)
+    if rule.error_class == ErrorClass.NOT_FOUND and hidden is not None:
+        # "deleted" must read exactly like "missing" and like "not yours"
+        return unavailable_message(contract, hidden, variables), NOT_FOUND_USER_MESSAGE
+    return (rule.message.render(variables),
+            rule.user_message.render(variables) if rule.user_message else None)
 
 
 def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
@@ -359,9 +395,17 @@ def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str |
     try:
         value = rule.expression.evaluate(variables)  # .evaluate: one call frame less
     except CelEvaluationError as error:
-        return rule.on_error == _IGNORE, str(error)
+        value = error
+    return _judged(rule, value)
+
+
+def _judged(rule: Rule, value: Any) -> tuple[bool, str | None]:
+    """(passed, evaluation error) for what ``rule``'s expression gave: a value, or the
+    ``CelEvaluationError`` it raised. A non-boolean result is an error too."""
     if value is True:
         return True, None
     if value is False:
         return False, None
+    if isinstance(value, CelEvaluationError):
+        return rule.on_error == _IGNORE, str(value)
     return rule.on_error == _IGNORE, f"expression returned {type(value).__name__}, not bool"

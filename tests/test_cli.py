@@ -21,7 +21,7 @@ from callgate_rules.cli import main
 
 EXPLAIN_TRACE = [
     "trace:",
-    "  propose   format: openai-chat — 1 call(s)",
+    "  propose   format: openai-chat — 1 call",
     "  parse     createFollowUp: pass — contract v1.0.0",
     "  validate  schema: pass",
     "  validate  lookup ticket: found — tickets T-1001",
