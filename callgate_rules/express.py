@@ -17,10 +17,13 @@ then runs from that point and decides, with its messages, shadow verdicts and er
 handling. So the general steps stay the one definition of what a check means
 (tests/test_express.py holds the two to the same decisions on every reference call,
 scenario and policy test).
+
+The lane of a tool is one generated Python function (``ExpressLane.source`` shows it): the
+checks as straight-line code, with every trace entry a constant made once.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import IntEnum
 from typing import Any
@@ -44,45 +47,23 @@ class Reached(IntEnum):
 
 
 class ExpressLane:
-    """Everything steps 3–4 need of one tool, arranged for the common case; made once."""
+    """Steps 3–4 of one tool, the common way, as one generated function; made once."""
 
-    __slots__ = ("contract", "tool", "example", "arguments_valid", "actor_valid",
-                 "session_valid", "lookups", "denies", "allow_rules", "allows", "rules",
-                 "rules_passed", "reads_provenance")
+    __slots__ = ("tool", "source", "run")
 
     def __init__(self, contract: Contract, policies: AccessPolicies,
                  denies: tuple[AccessRule, ...], allows: tuple[AccessRule, ...],
                  reads_provenance: bool, example: str) -> None:
-        self.contract = contract
         self.tool = contract.name
-        self.example = example
-        self.arguments_valid = contract.arguments_valid
-        # A validator without its compiled verdict (never made by the compiler) goes the
-        # general way; no validator at all means nothing to check.
-        self.actor_valid = _verdict(policies.actor_validator, policies.actor_valid)
-        self.session_valid = _verdict(policies.session_validator, policies.session_valid)
-        self.lookups = tuple(
-            (lookup, lookup.key.evaluate, lookup.collection, lookup.fields,
-             f"{lookup.collection} ") for lookup in contract.lookups)
-        # A deny passes the plain way by not matching: its trace entry is then constant. An
-        # enforced one that matches denies the call plainly.
-        self.denies = tuple(
-            (rule.when.evaluate, rule.unmatched, ("authorize", rule.qualified_name, "deny"),
-             rule if rule.mode == Mode.ENFORCE else None) for rule in denies)
-        self.allow_rules = allows
-        # An allow: entries for those that do not match, then the one that does.
-        self.allows = tuple(
-            (rule.when.evaluate, rule.unmatched, ("authorize", rule.qualified_name, "allow"),
-             rule.qualified_name) for rule in allows)
-        # A rule that is false rejects the call plainly when it is enforced and does not
-        # just ask for confirmation (which lets the later rules speak too).
-        self.rules = tuple(
-            (rule.expression.evaluate, ("validate", rule.trace_subject, "fail", ""),
-             rule if rule.mode == Mode.ENFORCE
-             and rule.error_class != ErrorClass.CONFIRMATION_REQUIRED else None)
-            for rule in contract.rules)
-        self.rules_passed = tuple(rule.passed for rule in contract.rules)
-        self.reads_provenance = reads_provenance
+        writer = _Writer()
+        self.source = writer.lane(contract, policies, denies, allows, reads_provenance, example)
+        exec(compile(self.source, f"<express lane of {contract.name}>", "exec"),
+             writer.namespace)
+        # run(arguments, actor, session, now, resolvers, variables, trace)
+        #   -> (how far the call got, the deciding allow rule once authorized)
+        self.run: Callable[[Any, Mapping[str, Any], dict[str, Any], datetime,
+                            Mapping[str, Resolver], dict[str, Any], list[RawTraceEntry]],
+                           tuple[Reached, str | None]] = writer.namespace["run"]
 
     @classmethod
     def of(cls, contract: Contract, policies: AccessPolicies, denies: tuple[AccessRule, ...],
@@ -90,115 +71,147 @@ class ExpressLane:
            example: str) -> ExpressLane | None:
         """The lane for ``contract``, or ``None`` when its checks are never plain enough:
         conditional or listing look-ups, or allow rules not all enforced (an audited allow
-        that matches first changes which rule decides)."""
+        that matches first changes which rule decides), or a schema without a compiled
+        check."""
         if any(lookup.when is not None or lookup.many == "list" for lookup in contract.lookups):
             return None
         if any(rule.mode != Mode.ENFORCE for rule in allows):
             return None
+        if (policies.actor_validator is not None and policies.actor_valid is None) or \
+                (policies.session_validator is not None and policies.session_valid is None):
+            return None
         return cls(contract, policies, denies, allows, reads_provenance, example)
 
-    def run(self, arguments: Any, actor: Mapping[str, Any], session: dict[str, Any],
-            now: datetime, resolvers: Mapping[str, Resolver], variables: dict[str, Any],
-            trace: list[RawTraceEntry]) -> tuple[Reached, str | None]:
-        """Run the checks into ``variables`` and ``trace``; how far the call got, and the
-        deciding allow rule once authorized."""
-        if not self.arguments_valid(arguments):
-            return Reached.NOTHING, None
-        if self.actor_valid is None or self.session_valid is None:
-            return Reached.NOTHING, None
-        if self.actor_valid is not _ALWAYS and not self.actor_valid(actor):
-            return Reached.NOTHING, None
-        if self.session_valid is not _ALWAYS and not self.session_valid(session):
-            return Reached.NOTHING, None
-        variables["args"] = arguments
-        variables["actor"] = actor
-        variables["now"] = now
-        variables["tool"] = self.tool
-        variables["session"] = session
-        found_entries: list[RawTraceEntry] = []
-        for lookup, key_of, collection, fields, prefix in self.lookups:
-            resolver = resolvers.get(collection)
-            if resolver is None:
-                return _start_over(variables)
-            try:
-                found = resolve(resolver, fields, key_of(variables))
-            except CelEvaluationError:
-                return _start_over(variables)
-            if len(found) != 1:
-                return _start_over(variables)
-            record = variables[lookup.name] = found[0]
-            found_entries.append(("validate", lookup.trace_subject, "found",
-                                  prefix + str(record.get("id", ""))))
-        trace.append(_SCHEMA_PASSED)
-        trace.extend(found_entries)
-        if self.reads_provenance:  # no conversation: every value's origin is unknown
-            variables["provenance"] = unknown_sources(arguments)
 
-        # Step 4's entries are kept aside until it is decided: if the lane cannot decide
-        # it, the general step runs from its start and writes them all.
-        decided: list[RawTraceEntry] = []
-        for when, unmatched, matched, plain in self.denies:
-            try:
-                value = when(variables)
-            except CelEvaluationError:
-                return Reached.REFERENCES, None
-            if value is not False:
-                if value is not True or plain is None:
-                    return Reached.REFERENCES, None
-                trace.extend(decided)
-                trace.append(matched)
-                raise denial(self.contract, plain, (plain,), variables)
-            decided.append(unmatched)
-        for when, unmatched, matched, name in self.allows:
-            try:
-                value = when(variables)
-            except CelEvaluationError:
-                return Reached.REFERENCES, None
-            if value is True:
-                decided.append(matched)
-                permit = name
-                break
-            if value is not False:
-                return Reached.REFERENCES, None
-            decided.append(unmatched)
-        else:
-            trace.extend(decided)
-            trace.append(DEFAULT_DENY)
-            raise denial(self.contract, None, self.allow_rules, variables)
-        trace.extend(decided)
+class _Writer:
+    """Writes a lane's source; every value it needs is bound in ``namespace`` by name."""
 
-        for index, (holds, failed, plain_rule) in enumerate(self.rules):
-            try:
-                value = holds(variables)
-            except CelEvaluationError:
-                return Reached.AUTHORIZED, permit
-            if value is not True:
-                if value is not False or plain_rule is None:
-                    return Reached.AUTHORIZED, permit
-                trace.extend(self.rules_passed[:index])
-                trace.append(failed)
-                raise violation(self.contract, plain_rule, variables, None, self.example)
-        trace.extend(self.rules_passed)
-        return Reached.EVERYTHING, permit
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {
+            "_CelError": CelEvaluationError, "_start_over": _start_over,
+            "_NOTHING": (Reached.NOTHING, None), "_REFERENCES": (Reached.REFERENCES, None),
+            "_AUTHORIZED": Reached.AUTHORIZED, "_EVERYTHING": Reached.EVERYTHING,
+            "_denial": denial, "_violation": violation, "_unknown_sources": unknown_sources,
+        }
+
+    def bind(self, name: str, value: Any) -> str:
+        self.namespace[name] = value
+        return name
+
+    def lane(self, contract: Contract, policies: AccessPolicies,
+             denies: tuple[AccessRule, ...], allows: tuple[AccessRule, ...],
+             reads_provenance: bool, example: str) -> str:
+        bind = self.bind
+        bind("_contract", contract)
+        bind("_example", example)
+        lines = ["def run(arguments, actor, session, now, resolvers, variables, trace):",
+                 f"    if not {bind('_arguments_valid', contract.arguments_valid)}(arguments):",
+                 "        return _NOTHING"]
+        # No validator: nothing declared to check.
+        if policies.actor_validator is not None:
+            lines += [f"    if not {bind('_actor_valid', policies.actor_valid)}(actor):",
+                      "        return _NOTHING"]
+        if policies.session_validator is not None:
+            lines += [f"    if not {bind('_session_valid', policies.session_valid)}(session):",
+                      "        return _NOTHING"]
+        lines += ["    variables['args'] = arguments", "    variables['actor'] = actor",
+                  "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",
+                  "    variables['session'] = session"]
+
+        # Look-ups: exactly one record each, or the general step from the start.
+        found_entries = []
+        for index, lookup in enumerate(contract.lookups):
+            key, fields = bind(f"_key{index}", lookup.key.evaluate), lookup.fields
+            lines += [f"    resolver = resolvers.get({lookup.collection!r})",
+                      "    if resolver is None:",
+                      "        return _start_over(variables)",
+                      "    try:",
+                      f"        key = {key}(variables)",
+                      "    except _CelError:",
+                      "        return _start_over(variables)"]
+            if len(fields) == 1:  # as validate.resolve does it
+                lines += [f"    found = resolver({fields[0]!r}, key)",
+                          "    if type(found) is not tuple and type(found) is not list:",
+                          "        found = list(found)"]
+            else:
+                lines += [f"    found = {bind('_resolve', resolve)}(resolver, {fields!r}, key)"]
+            lines += ["    if len(found) != 1:",
+                      "        return _start_over(variables)",
+                      f"    record{index} = variables[{lookup.name!r}] = found[0]"]
+            found_entries.append(f"('validate', {lookup.trace_subject!r}, 'found', "
+                                 f"{lookup.collection + ' '!r} + "
+                                 f"format(record{index}.get('id', '')))")
+        lines.append(f"    trace.append({bind('_SCHEMA_PASSED', _SCHEMA_PASSED)})")
+        lines += [f"    trace.append({entry})" for entry in found_entries]
+        if reads_provenance:  # no conversation: every value's origin is unknown
+            lines.append("    variables['provenance'] = _unknown_sources(arguments)")
+
+        # Step 4: a plain deny match or no allow at all is decided here; anything else
+        # (an error, a value not a bool, a shadow mode) goes to the general step.
+        lines += ["    try:"]
+        unmatched: tuple[RawTraceEntry, ...] = ()
+        for index, rule in enumerate(denies):
+            when = bind(f"_deny{index}", rule.when.evaluate)
+            lines += [f"        value = {when}(variables)",
+                      "        if value is not False:"]
+            if rule.mode == Mode.ENFORCE:
+                denied = (*unmatched, ("authorize", rule.qualified_name, "deny"))
+                lines += ["            if value is True:",
+                          f"                trace.extend({bind(f'_DENIED{index}', denied)})",
+                          f"                raise _denial(_contract, "
+                          f"{bind(f'_DENY{index}', rule)}, ({bind(f'_DENY{index}', rule)},), "
+                          "variables)"]
+            lines.append("            return _REFERENCES")
+            unmatched += (rule.unmatched,)
+        lines.append("        permit = None")
+        for index, rule in enumerate(allows):
+            when = bind(f"_allow{index}", rule.when.evaluate)
+            allowed = (*unmatched, ("authorize", rule.qualified_name, "allow"))
+            pad = "        " if index == 0 else "            "
+            if index:
+                lines.append("        if permit is None:")
+            lines += [f"{pad}value = {when}(variables)",
+                      f"{pad}if value is True:",
+                      f"{pad}    trace.extend({bind(f'_ALLOWED{index}', allowed)})",
+                      f"{pad}    permit = {rule.qualified_name!r}",
+                      f"{pad}elif value is not False:",
+                      f"{pad}    return _REFERENCES"]
+            unmatched += (rule.unmatched,)
+        default_denied = bind("_DEFAULT_DENIED", (*unmatched, DEFAULT_DENY))
+        lines += ["        if permit is None:  # default deny, in the general step's words",
+                  f"            trace.extend({default_denied})",
+                  f"            raise _denial(_contract, None, {bind('_ALLOWS', allows)}, "
+                  "variables)",
+                  "    except _CelError:",
+                  "        return _REFERENCES"]
+
+        # The business rules: a plain false is decided here, the rest by the general step.
+        passed: tuple[RawTraceEntry, ...] = ()
+        if contract.rules:
+            lines.append("    try:")
+            for index, business in enumerate(contract.rules):
+                holds = bind(f"_rule{index}", business.expression.evaluate)
+                lines += [f"        value = {holds}(variables)",
+                          "        if value is not True:"]
+                if business.mode == Mode.ENFORCE and \
+                        business.error_class != ErrorClass.CONFIRMATION_REQUIRED:
+                    failed = (*passed, ("validate", business.trace_subject, "fail", ""))
+                    lines += ["            if value is False:",
+                              f"                trace.extend({bind(f'_FAILED{index}', failed)})",
+                              f"                raise _violation(_contract, "
+                              f"{bind(f'_RULE{index}', business)}, variables, None, _example)"]
+                lines.append("            return _AUTHORIZED, permit")
+                passed += (business.passed,)
+            lines += ["    except _CelError:",
+                      "        return _AUTHORIZED, permit",
+                      f"    trace.extend({bind('_PASSED', passed)})"]
+        lines += ["    return _EVERYTHING, permit", ""]
+        return "\n".join(lines)
 
 
 _SCHEMA_PASSED: RawTraceEntry = ("validate", "schema", "pass")
 
 
-def _ALWAYS(value: Any) -> bool:
-    return True
-
-
-def _verdict(validator: object | None, valid: Any) -> Any:
-    """The compiled check of a host-given value: ``_ALWAYS`` when nothing is declared,
-    ``None`` when there is a schema but no compiled check."""
-    if validator is None:
-        return _ALWAYS
-    return valid
-
-
 def _start_over(variables: dict[str, Any]) -> tuple[Reached, None]:
     variables.clear()  # the general steps bind them again, in their own order
     return Reached.NOTHING, None
-
-

@@ -7,15 +7,18 @@ Each step is a plain function that either returns what the next step needs or ra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .decision import Deferred
 from .errors import ErrorClass, Route
 
 
-@dataclass
 class Rejection(Exception):
+    """A classified early end of a call. Only the fields a step knows are set on the
+    instance; the others read their defaults from the class (one is raised for every
+    rejected call, so it is made cheaply)."""
+
     error_class: ErrorClass
     detail: str  # for the log record: what exactly went wrong, technically
     rule: str | None = None  # the deciding rule, when a rule decided
@@ -29,7 +32,46 @@ class Rejection(Exception):
     contract: Any = None  # the Contract, when the call got far enough to have one
     # A denial that depends on a record speaks exactly like "not found" for that record.
     speaks_as: ErrorClass | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = MappingProxyType({})  # shared, so read-only
+
+    def __init__(
+        self,
+        error_class: ErrorClass,
+        detail: str,
+        *,
+        rule: str | None = None,
+        agent_message: str | Deferred[str] | None = None,
+        user_message: str | Deferred[str | None] | None = None,
+        hint: str | None = None,
+        route: Route | None = None,
+        candidates: tuple[Mapping[str, Any], ...] = (),
+        retry_after: float | None = None,
+        contract: Any = None,
+        speaks_as: ErrorClass | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.error_class = error_class
+        self.detail = detail
+        if rule is not None:
+            self.rule = rule
+        if agent_message is not None:
+            self.agent_message = agent_message
+        if user_message is not None:
+            self.user_message = user_message
+        if hint is not None:
+            self.hint = hint
+        if route is not None:
+            self.route = route
+        if retry_after is not None:
+            self.retry_after = retry_after
+        if contract is not None:
+            self.contract = contract
+        if speaks_as is not None:
+            self.speaks_as = speaks_as
+        if candidates:
+            self.candidates = candidates
+        if extra:
+            self.extra = extra
 
     def __str__(self) -> str:
         return f"{self.error_class}: {self.detail}"

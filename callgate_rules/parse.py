@@ -119,6 +119,7 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) ->
             raise _too_deep(limits)
         if isinstance(item, dict):
             properties, closed = _object_shape(node)
+            leaf_too_deep = depth >= max_depth
             for key, child in item.items():
                 if type(key) is not str and not isinstance(key, str):
                     raise Rejection(ErrorClass.MALFORMED, "arguments hold an object key "
@@ -131,11 +132,10 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) ->
                 if type(child) is str:  # the common leaf, checked without a trip round
                     if len(child) > max_length or not child.isascii():
                         _check_text(child, "string", limits)
-                    if depth >= max_depth:
-                        raise _too_deep(limits)
-                elif isinstance(child, dict | list | str):
+                elif isinstance(child, _WALKED):
                     stack.append((child, child_node, depth + 1))
-                elif depth >= max_depth:
+                    continue
+                if leaf_too_deep:
                     raise _too_deep(limits)
         elif isinstance(item, list):
             stack.extend((child, None, depth + 1) for child in item)
@@ -144,12 +144,13 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) ->
     return undeclared
 
 
+_WALKED = (dict, list, str)  # what the walk descends into (a tuple: checked fastest)
 _NO_PROPERTIES: Mapping[str, Any] = {}
 
 
 def _object_shape(node: Any) -> tuple[Mapping[str, Any], bool]:
     """The declared properties of an object schema, and whether it is closed to others."""
-    if not isinstance(node, Mapping):
+    if type(node) is not dict and not isinstance(node, Mapping):
         return _NO_PROPERTIES, False
     properties = node.get("properties", _NO_PROPERTIES)
     return (properties if isinstance(properties, Mapping) else _NO_PROPERTIES,

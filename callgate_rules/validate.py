@@ -344,31 +344,39 @@ def violation(contract: Contract, rule: Rule, variables: Mapping[str, Any], erro
     """The rejection for an enforced ``rule`` that did not hold (``error``: why it could not
     be evaluated, if that is why). ``example``: ``example_call(contract)``, when the caller
     keeps it."""
-    agent, user = _messages_later(contract, rule, variables)
+    messages = _RuleMessages(contract, rule, variables)
     return Rejection(
         rule.error_class,
         f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
         rule=f"{contract.name}/{rule.name}",
-        agent_message=agent,
-        user_message=user,
+        agent_message=Deferred(messages.agent),
+        user_message=Deferred(messages.user),
         hint=rule.hint or (example if example is not None else example_call(contract)),
         route=rule.route,
         extra={"evaluation_error": error} if error else {},
     )
 
 
-def _messages_later(contract: Contract, rule: Rule, variables: Mapping[str, Any]
-                    ) -> tuple[Deferred[str], Deferred[str | None]]:
+class _RuleMessages:
     """The agent and user messages of a violated rule, rendered (once) when first read:
     most rejections are only routed, and rendering is a good part of their cost."""
-    rendered: list[tuple[str, str | None]] = []
 
-    def both() -> tuple[str, str | None]:
-        if not rendered:
-            rendered.append(_rule_messages(contract, rule, variables))
-        return rendered[0]
+    __slots__ = ("contract", "rule", "variables", "rendered")
 
-    return Deferred(lambda: both()[0]), Deferred(lambda: both()[1])
+    def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any]) -> None:
+        self.contract, self.rule, self.variables = contract, rule, variables
+        self.rendered: tuple[str, str | None] | None = None
+
+    def both(self) -> tuple[str, str | None]:
+        if self.rendered is None:
+            self.rendered = _rule_messages(self.contract, self.rule, self.variables)
+        return self.rendered
+
+    def agent(self) -> str:
+        return self.both()[0]
+
+    def user(self) -> str | None:
+        return self.both()[1]
 
 
 def _rule_messages(contract: Contract, rule: Rule,

@@ -53,16 +53,25 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Lanes]:
     """Make every ``Gate._check`` decide with and without the lane and compare."""
     lanes = Lanes()
     original_check = Gate._check
-    original_run = express.ExpressLane.run
+    original_of = express.ExpressLane.of
 
-    def counted_run(self: express.ExpressLane, *args: Any) -> Any:
-        try:
-            outcome = original_run(self, *args)
-        except Rejection as rejection:
-            lanes.reached[f"rejected: {rejection.error_class}"] += 1
-            raise
-        lanes.reached[outcome[0].name] += 1
-        return outcome
+    def counted_lane(*args: Any) -> express.ExpressLane | None:
+        lane = original_of(*args)
+        if lane is None:
+            return None
+        run = lane.run
+
+        def counted_run(*args: Any) -> Any:
+            try:
+                outcome = run(*args)
+            except Rejection as rejection:
+                lanes.reached[f"rejected: {rejection.error_class}"] += 1
+                raise
+            lanes.reached[outcome[0].name] += 1
+            return outcome
+
+        lane.run = counted_run
+        return lane
 
     def checked_both_ways(self: Gate, *args: Any, **kwargs: Any) -> Any:
         self.express = False
@@ -72,7 +81,7 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Lanes]:
         assert comparable(decision) == comparable(general)
         return decision, progress
 
-    monkeypatch.setattr(express.ExpressLane, "run", counted_run)
+    monkeypatch.setattr(express.ExpressLane, "of", counted_lane)
     monkeypatch.setattr(Gate, "_check", checked_both_ways)
     yield lanes
 

@@ -1,0 +1,80 @@
+"""Step 2 bounds the arguments and finds undeclared fields in one walk; it must answer as
+the plain definition does: any bound broken anywhere → malformed; else the first undeclared
+field in sorted order, depth first → unexpected_argument; else the call passes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from callgate_rules.documents import InputLimits
+from callgate_rules.errors import ErrorClass
+from callgate_rules.outcome import Rejection
+from callgate_rules.parse import _check_bounds, _first_undeclared
+
+LIMITS = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=6, max_calls=3)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def breaks_a_bound(value: Any, depth: int = 1) -> bool:
+    if depth > LIMITS.max_depth:
+        return True
+    if isinstance(value, str):
+        return bool(LONE_SURROGATE.search(value)) or len(value) > LIMITS.max_string_length
+    if isinstance(value, dict):
+        return any(breaks_a_bound(k, depth) or breaks_a_bound(v, depth + 1)
+                   for k, v in value.items())
+    if isinstance(value, list):
+        return any(breaks_a_bound(v, depth + 1) for v in value)
+    return False
+
+
+def expected(value: Any, schema: dict[str, Any]) -> str:
+    if breaks_a_bound(value):
+        return "malformed"
+    found = _first_undeclared(value, schema, ())
+    return f"unexpected {'.'.join(found)}" if found else "pass"
+
+
+def actual(value: Any, schema: dict[str, Any]) -> str:
+    try:
+        undeclared = _check_bounds(value, schema, LIMITS)
+    except Rejection as rejection:
+        assert rejection.error_class == ErrorClass.MALFORMED
+        return "malformed"
+    if not undeclared:
+        return "pass"
+    found = _first_undeclared(value, schema, ())
+    assert found is not None  # the walk saw one: the exact search must find it
+    return f"unexpected {'.'.join(found)}"
+
+
+keys = st.sampled_from(["a", "b", "c", "long-key", "\ud800", "x_1"])
+texts = st.text(alphabet="ab\u00e9\ud800", max_size=8)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+    max_leaves=10,
+)
+schemas = st.recursive(
+    st.just({}),
+    lambda inner: st.builds(
+        lambda properties, closed, patterned: {
+            "type": "object",
+            "properties": properties,
+            **({"additionalProperties": False} if closed else {}),
+            **({"patternProperties": {"^x_": {}}} if patterned else {}),
+        },
+        st.dictionaries(keys, inner, max_size=3), st.booleans(), st.booleans()),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=500)
+@given(st.dictionaries(keys, values, max_size=4), schemas)
+def test_one_walk_answers_as_the_plain_definition(arguments: dict[str, Any],
+                                                  schema: dict[str, Any]) -> None:
+    assert actual(arguments, schema) == expected(arguments, schema)
