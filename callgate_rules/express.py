@@ -33,6 +33,7 @@ from .cel import CelEvaluationError
 from .decision import RawTraceEntry
 from .documents import AccessPolicies, AccessRule, Contract, Mode
 from .errors import ErrorClass
+from .outcome import Rejection
 from .provenance import unknown_sources
 from .validate import Resolver, resolve, violation
 
@@ -44,6 +45,7 @@ class Reached(IntEnum):
     REFERENCES = 1  # schema, actor and look-ups passed; variables are bound
     AUTHORIZED = 2  # ... and an allow rule matched: ``permit`` names it
     EVERYTHING = 3  # ... and every business rule holds
+    REJECTED = 4  # the lane rejected the call, in the general step's words
 
 
 class ExpressLane:
@@ -59,11 +61,11 @@ class ExpressLane:
         self.source = writer.lane(contract, policies, denies, allows, reads_provenance, example)
         exec(compile(self.source, f"<express lane of {contract.name}>", "exec"),
              writer.namespace)
-        # run(arguments, actor, session, now, resolvers, variables, trace)
-        #   -> (how far the call got, the deciding allow rule once authorized)
+        # run(arguments, actor, session, now, resolvers, variables, trace) -> (how far the
+        # call got, then the deciding allow rule once authorized, or the Rejection)
         self.run: Callable[[Any, Mapping[str, Any], dict[str, Any], datetime,
                             Mapping[str, Resolver], dict[str, Any], list[RawTraceEntry]],
-                           tuple[Reached, str | None]] = writer.namespace["run"]
+                           tuple[Reached, str | Rejection | None]] = writer.namespace["run"]
 
     @classmethod
     def of(cls, contract: Contract, policies: AccessPolicies, denies: tuple[AccessRule, ...],
@@ -91,6 +93,7 @@ class _Writer:
             "_CelError": CelEvaluationError, "_start_over": _start_over,
             "_NOTHING": (Reached.NOTHING, None), "_REFERENCES": (Reached.REFERENCES, None),
             "_AUTHORIZED": Reached.AUTHORIZED, "_EVERYTHING": Reached.EVERYTHING,
+            "_REJECTED": Reached.REJECTED,
             "_denial": denial, "_violation": violation, "_unknown_sources": unknown_sources,
         }
 
@@ -158,7 +161,7 @@ class _Writer:
                 denied = (*unmatched, ("authorize", rule.qualified_name, "deny"))
                 lines += ["            if value is True:",
                           f"                trace.extend({bind(f'_DENIED{index}', denied)})",
-                          f"                raise _denial(_contract, "
+                          f"                return _REJECTED, _denial(_contract, "
                           f"{bind(f'_DENY{index}', rule)}, ({bind(f'_DENY{index}', rule)},), "
                           "variables)"]
             lines.append("            return _REFERENCES")
@@ -178,9 +181,10 @@ class _Writer:
                       f"{pad}    return _REFERENCES"]
             unmatched += (rule.unmatched,)
         default_denied = bind("_DEFAULT_DENIED", (*unmatched, DEFAULT_DENY))
+        all_allows = bind("_ALLOWS", allows)
         lines += ["        if permit is None:  # default deny, in the general step's words",
                   f"            trace.extend({default_denied})",
-                  f"            raise _denial(_contract, None, {bind('_ALLOWS', allows)}, "
+                  f"            return _REJECTED, _denial(_contract, None, {all_allows}, "
                   "variables)",
                   "    except _CelError:",
                   "        return _REFERENCES"]
@@ -198,7 +202,7 @@ class _Writer:
                     failed = (*passed, ("validate", business.trace_subject, "fail", ""))
                     lines += ["            if value is False:",
                               f"                trace.extend({bind(f'_FAILED{index}', failed)})",
-                              f"                raise _violation(_contract, "
+                              f"                return _REJECTED, _violation(_contract, "
                               f"{bind(f'_RULE{index}', business)}, variables, None, _example)"]
                 lines.append("            return _AUTHORIZED, permit")
                 passed += (business.passed,)

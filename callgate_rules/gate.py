@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
 from .canonical import arguments_hash, operation_id
@@ -229,14 +229,19 @@ class Gate:
                              conversation=read_conversation(conversation)
                              if conversation is not None else None)
         try:
-            self._decide(model_output, actor, now, progress)
-        except Rejection as rejection:
+            rejection = self._decide(model_output, actor, now, progress)
+        except Rejection as raised:
+            rejection = raised
+        if rejection is not None:
             return self._rejected(rejection, progress, actor, request_id, started), progress
         return self._allowed(progress, actor, request_id, started), progress
 
     def _decide(
         self, model_output: Any, actor: Mapping[str, Any], now: datetime, progress: _Progress
-    ) -> None:
+    ) -> Rejection | None:
+        """Steps 1–4. A step that rejects the call raises; the express lane, which decides
+        the plainest rejections without the general steps, returns its rejection (raising
+        costs a good part of a rejected call)."""
         limits = self.config.routing.input_limits
         trace = progress.trace
 
@@ -249,10 +254,13 @@ class Gate:
         trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
 
         # Steps 3–4 the common way first; the general steps take over where it stops.
-        reached, progress.permit = plan.express.run(
+        reached, outcome = plan.express.run(
             call.arguments, actor, progress.session, now, self.resolvers, progress.variables,
             trace) if plan.express and self.express and progress.conversation is None \
             else (Reached.NOTHING, None)
+        if reached is Reached.REJECTED:
+            return cast(Rejection, outcome)
+        progress.permit = cast(str | None, outcome)
         variables = progress.variables
         policies = self.config.policies
         if reached < Reached.REFERENCES:
@@ -279,6 +287,7 @@ class Gate:
         if reached < Reached.EVERYTHING:
             validate.business_rules(  # 3 VALIDATE: rules
                 contract, variables, trace, progress.shadow, plan.example)
+        return None
 
     # -- steps 5–7 ----------------------------------------------------------------------------
 
