@@ -174,13 +174,13 @@ def denial(
     rule: AccessRule | None,
     deciding: tuple[AccessRule, ...],
     variables: Mapping[str, Any],
+    record_lookups: list[Lookup] | None = None,
 ) -> Rejection:
     """The rejection of a call denied by ``rule``, or by default (``None``) when none of the
-    ``deciding`` allow rules matched."""
-    record_lookups = [
-        lookup for lookup in contract.lookups
-        if any(lookup.name in r.when.variables for r in deciding)
-    ]
+    ``deciding`` allow rules matched. ``record_lookups``: ``records_read(contract,
+    deciding)``, when the caller keeps it."""
+    if record_lookups is None:
+        record_lookups = records_read(contract, deciding)
     name = rule.qualified_name if rule else "default-deny"
     return Rejection(
         ErrorClass.FORBIDDEN,
@@ -192,6 +192,13 @@ def denial(
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )
+
+
+def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:
+    """The looked-up records that ``rules`` read: when a denial depends on one, it must
+    speak as if that record did not exist."""
+    return [lookup for lookup in contract.lookups
+            if any(lookup.name in r.when.variables for r in rules)]
 
 
 def _denial_message(contract: Contract, rule: AccessRule | None, record_lookups: list[Lookup],

@@ -28,7 +28,7 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Any
 
-from .authorize import DEFAULT_DENY, denial
+from .authorize import DEFAULT_DENY, denial, records_read
 from .cel import CelEvaluationError
 from .decision import RawTraceEntry
 from .documents import AccessPolicies, AccessRule, Contract, Mode
@@ -163,7 +163,7 @@ class _Writer:
                           f"                trace.extend({bind(f'_DENIED{index}', denied)})",
                           f"                return _REJECTED, _denial(_contract, "
                           f"{bind(f'_DENY{index}', rule)}, ({bind(f'_DENY{index}', rule)},), "
-                          "variables)"]
+                          f"variables, {bind(f'_READ{index}', records_read(contract, (rule,)))})"]
             lines.append("            return _REFERENCES")
             unmatched += (rule.unmatched,)
         lines.append("        permit = None")
@@ -185,7 +185,7 @@ class _Writer:
         lines += ["        if permit is None:  # default deny, in the general step's words",
                   f"            trace.extend({default_denied})",
                   f"            return _REJECTED, _denial(_contract, None, {all_allows}, "
-                  "variables)",
+                  f"variables, {bind('_READ', records_read(contract, allows))})",
                   "    except _CelError:",
                   "        return _REFERENCES"]
 

@@ -31,7 +31,7 @@ from .canonical import arguments_hash, operation_id
 from .compiler import load
 from .decision import Decision, Deferred, RawTraceEntry, ShadowVerdict, TraceEntry, trace_entries
 from .decision_log import DecisionLog
-from .documents import Contract, GateConfig, LimitPath
+from .documents import Contract, GateConfig, LimitPath, Routing
 from .errors import ConfirmationError, ErrorClass, Route
 from .execute import ExecutionRequest, Executor, Failed, Finder, send
 from .express import ExpressLane, Reached
@@ -80,8 +80,8 @@ class _ToolPlan:
     """What deciding about one tool needs that is the same for every call: worked out on the
     tool's first call, so that no decision recomputes it."""
 
-    __slots__ = ("rules", "may_see", "example", "versions", "parsed", "reads_provenance",
-                 "express")
+    __slots__ = ("rules", "may_see", "example", "versions", "parsed", "passed",
+                 "reads_provenance", "express")
 
     def __init__(self, config: GateConfig, contract: Contract) -> None:
         self.rules = authorize.ToolRules.of(config.policies, contract.name)
@@ -91,6 +91,7 @@ class _ToolPlan:
         self.versions: Mapping[str, str] = MappingProxyType(config.versions_for(contract.name))
         self.parsed: RawTraceEntry = ("parse", contract.name, "pass",
                                       f"contract v{contract.version}")
+        self.passed = f"All checks passed for {contract.name}."  # the agent message
         # Working out every argument's origin costs as much as a rule: skipped when nothing
         # about this tool reads it and no conversation asks for it.
         self.reads_provenance = "provenance" in _variables_read(contract, self.rules)
@@ -607,12 +608,8 @@ class Gate:
                 progress, actor, request_id, started,
             )
         progress.trace.append(_ROUTED_TO_EXECUTE)
-        return self._decision(
-            route=_EXECUTE, error_class=None, rule=progress.permit,
-            agent=f"All checks passed for {contract.name}.", user="",
-            detail="allowed", progress=progress, actor=actor, request_id=request_id,
-            started=started,
-        )
+        return self._decision(_EXECUTE, None, progress.permit, self._plan.tool(contract).passed,
+                              "", "allowed", progress, actor, request_id, started)
 
     def _rejected(
         self,
@@ -629,32 +626,16 @@ class Gate:
             progress.contract_only = rejection.contract
         contract = progress.contract
         speaks_as = rejection.speaks_as or rejection.error_class
-        advice_route = routing.route_for(speaks_as) if rejection.speaks_as else route
-        # The messages are put together when first read: from the rejection's own words,
-        # the routing table's and the route's advice.
-        variables = partial(_message_variables, rejection, contract, progress.call,
-                            self._plan.tool_list)
+        messages = _RejectionMessages(
+            rejection, speaks_as, routing.route_for(speaks_as) if rejection.speaks_as else route,
+            routing, contract, progress.call, self._plan.tool_list)
         return self._decision(
-            route=route,
-            error_class=rejection.error_class,
-            rule=rejection.rule,
-            agent=Deferred(lambda: agent_message(
-                speaks_as, advice_route, routing, text_of(rejection.agent_message),
-                rejection.hint, variables())),
-            user=Deferred(lambda: user_message(speaks_as, routing,
-                                               text_of(rejection.user_message), variables())),
-            detail=rejection.detail,
-            progress=progress,
-            actor=actor,
-            request_id=request_id,
-            started=started,
-            candidates=rejection.candidates,
-            extra=rejection.extra,
-        )
+            route, rejection.error_class, rejection.rule, Deferred(messages.agent),
+            Deferred(messages.user), rejection.detail, progress, actor, request_id, started,
+            rejection.candidates, rejection.extra)
 
     def _decision(
         self,
-        *,
         route: Route,
         error_class: ErrorClass | None,
         rule: str | None,
@@ -704,16 +685,38 @@ _EXECUTE = Route.EXECUTE
 _ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
 
 
-def _message_variables(rejection: Rejection, contract: Contract | None,
-                       call: parse.ParsedCall | None, tools: str) -> dict[str, Any]:
-    """What the routing table's message templates may name."""
-    return {
-        "tool": contract.name if contract else None,
-        "tools": tools,
-        "detail": rejection.detail,
-        **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
-        "args": call.arguments if call else {},
-    }
+class _RejectionMessages:
+    """A rejected call's agent and user messages, put together when first read: from the
+    rejection's own words, the routing table's and the route's advice."""
+
+    __slots__ = ("rejection", "speaks_as", "advice_route", "routing", "contract", "call",
+                 "tools")
+
+    def __init__(self, rejection: Rejection, speaks_as: ErrorClass, advice_route: Route,
+                 routing: Routing, contract: Contract | None, call: parse.ParsedCall | None,
+                 tools: str) -> None:
+        self.rejection, self.speaks_as, self.advice_route = rejection, speaks_as, advice_route
+        self.routing, self.contract, self.call, self.tools = routing, contract, call, tools
+
+    def agent(self) -> str:
+        rejection = self.rejection
+        return agent_message(self.speaks_as, self.advice_route, self.routing,
+                             text_of(rejection.agent_message), rejection.hint,
+                             self.variables())
+
+    def user(self) -> str:
+        return user_message(self.speaks_as, self.routing, text_of(self.rejection.user_message),
+                            self.variables())
+
+    def variables(self) -> dict[str, Any]:
+        """What the routing table's message templates may name."""
+        return {
+            "tool": self.contract.name if self.contract else None,
+            "tools": self.tools,
+            "detail": self.rejection.detail,
+            **{k: v for k, v in self.rejection.extra.items() if isinstance(k, str)},
+            "args": self.call.arguments if self.call else {},
+        }
 
 
 def _noted(agent: str | Deferred[str], note: str) -> str:

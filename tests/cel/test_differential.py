@@ -272,12 +272,21 @@ SETTINGS = settings(
 @given(source=expressions, data=typed_data)
 def test_compiled_agrees_with_cel_python_on_typed_data(source: str, data: dict[str, Any]) -> None:
     ours, theirs = run_both(source, data)
+    if _int_of_the_lowest_double(ours, theirs):
+        return
     if isinstance(theirs, BaseException) or isinstance(ours, BaseException):
         assert isinstance(ours, BaseException) and isinstance(theirs, BaseException), (
             f"{source!r} on {data!r}: compiled {ours!r}, cel-python {theirs!r}"
         )
     else:
         assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
+
+
+def _int_of_the_lowest_double(ours: Any, theirs: Any) -> bool:
+    """``int()`` of the double -2**63: the specification's range is open there (conformance
+    test double_int_min_range expects an error, as cel-go gives); cel-python converts it."""
+    return (isinstance(ours, CelEvaluationError) and "int() range error" in str(ours)
+            and not isinstance(theirs, BaseException) and theirs == -(2**63))
 
 
 def _may_succeed_where_cel_python_fails(source: str) -> bool:
