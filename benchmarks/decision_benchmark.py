@@ -44,18 +44,22 @@ USER_ID = re.compile(r"^U-[0-9]{1,8}$")
 
 
 class HandWritten:
-    """createFollowUp's contract and access rules as one plain function, indexes built once."""
+    """createFollowUp's contract and access rules as one plain function, indexes built once;
+    JSON read with ``loads`` (the standard library's, unless told otherwise)."""
 
-    def __init__(self, world: Mapping[str, list[dict[str, Any]]]) -> None:
+    def __init__(self, world: Mapping[str, list[dict[str, Any]]],
+                 loads: Callable[[str], Any] = json.loads) -> None:
         self.tickets = {t["id"]: t for t in world.get("tickets", [])}
         self.users = {u["id"]: u for u in world.get("users", [])}
+        self.loads = loads
 
     def __call__(self, text: str, actor: Mapping[str, Any], now: datetime) -> str:
         try:
-            (call,) = json.loads(text)["tool_calls"]
+            loads = self.loads
+            (call,) = loads(text)["tool_calls"]
             name, raw = call["function"]["name"], call["function"]["arguments"]
-            args = json.loads(raw)
-        except (ValueError, KeyError, TypeError):
+            args = loads(raw)
+        except (ValueError, KeyError, TypeError):  # msgspec's DecodeError is a ValueError
             return "malformed"
         if name != "createFollowUp":
             return "unknown_tool"

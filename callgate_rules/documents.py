@@ -217,9 +217,34 @@ class Contract:
     def version(self) -> str:
         return self.document.version
 
+    @cached_property
+    def flat_fields(self) -> frozenset[str] | None:
+        """``flat_fields(arguments_schema)``, worked out once."""
+        return flat_fields(self.arguments_schema)
+
     @property
     def is_write(self) -> bool:
         return self.effect == "write"
+
+
+def flat_fields(schema: Mapping[str, Any]) -> frozenset[str] | None:
+    """For an argument schema with no object shapes below the top: the fields it declares
+    when it is closed to others, ``FLAT_AND_OPEN`` when it is open; else ``None``. Step 2
+    then finds an undeclared field by the top-level keys alone."""
+    properties = schema.get("properties", {})
+    if "patternProperties" in schema or not isinstance(properties, Mapping) or any(
+            not isinstance(p, Mapping) or _SHAPES_OBJECTS.intersection(p)
+            for p in properties.values()):
+        return None
+    return frozenset(properties) if schema.get("additionalProperties") is False \
+        else FLAT_AND_OPEN
+
+
+FLAT_AND_OPEN: frozenset[str] = frozenset({"\0open"})  # a value no field name can equal
+# Keywords under which a property schema could close a nested object to undeclared fields.
+_SHAPES_OBJECTS = frozenset({"properties", "additionalProperties", "patternProperties",
+                             "items", "prefixItems", "allOf", "anyOf", "oneOf", "$ref",
+                             "if", "then", "else", "not", "dependentSchemas"})
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .documents import Contract, InputLimits
+from .documents import FLAT_AND_OPEN, Contract, InputLimits
 from .errors import ErrorClass
 from .outcome import Rejection
 from .propose import ProposedCall, decode_json
@@ -56,7 +56,11 @@ def one_call(
         )
     try:
         arguments = _decode_arguments(call.arguments, limits)
-        has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
+        declared = contract.flat_fields
+        if declared is not None and _plainly_within_bounds(call.arguments, limits):
+            has_undeclared = declared is not _OPEN and not arguments.keys() <= declared
+        else:
+            has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
     except Rejection as rejection:
         rejection.contract = contract
         raise
@@ -101,6 +105,18 @@ def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _plainly_within_bounds(text: Any, limits: InputLimits) -> bool:
+    """Whether the JSON text ``text`` (decoded already) is too short, plain and flat to
+    break any bound: no string longer than the whole text, no lone surrogate without a
+    non-ASCII character or a \\u escape, no nesting deeper than its brackets."""
+    return (type(text) is str and len(text) <= limits.max_string_length and text.isascii()
+            and "\\u" not in text
+            and text.count("{") + text.count("[") < limits.max_depth)
+
+
+_OPEN = FLAT_AND_OPEN
 
 
 def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) -> bool:

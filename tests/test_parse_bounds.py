@@ -4,31 +4,33 @@ field in sorted order, depth first → unexpected_argument; else the call passes
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.documents import InputLimits
+from callgate_rules.documents import FLAT_AND_OPEN, InputLimits, flat_fields
 from callgate_rules.errors import ErrorClass
 from callgate_rules.outcome import Rejection
-from callgate_rules.parse import _check_bounds, _first_undeclared
+from callgate_rules.parse import _check_bounds, _first_undeclared, _plainly_within_bounds
 
 LIMITS = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=6, max_calls=3)
+WIDE = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=60, max_calls=3)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def breaks_a_bound(value: Any, depth: int = 1) -> bool:
-    if depth > LIMITS.max_depth:
+def breaks_a_bound(value: Any, depth: int = 1, limits: InputLimits = LIMITS) -> bool:
+    if depth > limits.max_depth:
         return True
     if isinstance(value, str):
-        return bool(LONE_SURROGATE.search(value)) or len(value) > LIMITS.max_string_length
+        return bool(LONE_SURROGATE.search(value)) or len(value) > limits.max_string_length
     if isinstance(value, dict):
-        return any(breaks_a_bound(k, depth) or breaks_a_bound(v, depth + 1)
+        return any(breaks_a_bound(k, depth, limits) or breaks_a_bound(v, depth + 1, limits)
                    for k, v in value.items())
     if isinstance(value, list):
-        return any(breaks_a_bound(v, depth + 1) for v in value)
+        return any(breaks_a_bound(v, depth + 1, limits) for v in value)
     return False
 
 
@@ -78,3 +80,29 @@ schemas = st.recursive(
 def test_one_walk_answers_as_the_plain_definition(arguments: dict[str, Any],
                                                   schema: dict[str, Any]) -> None:
     assert actual(arguments, schema) == expected(arguments, schema)
+
+
+flat_schemas = st.builds(
+    lambda properties, closed: {"type": "object", "properties": properties,
+                                **({"additionalProperties": False} if closed else {})},
+    st.dictionaries(keys, st.sampled_from([{}, {"type": "string"}, {"maxLength": 3}]),
+                    max_size=3),
+    st.booleans())
+
+
+@settings(max_examples=500)
+@given(st.dictionaries(keys, values, max_size=4), flat_schemas | schemas, st.booleans())
+def test_the_short_cut_for_plain_text_answers_as_the_walk(
+        arguments: dict[str, Any], schema: dict[str, Any], ascii_only: bool) -> None:
+    """A short, plain, flat text cannot break a bound; a flat schema's undeclared fields are
+    then found by the top-level keys alone. Step 2 takes that short cut; so must agree."""
+    text = json.dumps(arguments, ensure_ascii=ascii_only, separators=(",", ":"))
+    if not _plainly_within_bounds(text, WIDE):
+        event("the walk")
+        return
+    event("the short cut")
+    assert not breaks_a_bound(json.loads(text), limits=WIDE)
+    declared = flat_fields(schema)
+    if declared is not None:
+        by_keys = declared is not FLAT_AND_OPEN and not arguments.keys() <= declared
+        assert by_keys == _check_bounds(arguments, schema, WIDE)
