@@ -3,6 +3,7 @@ confirmation tokens, budgets and their limit paths, the decision log and counter
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import random
@@ -158,10 +159,9 @@ def test_executor_timeout_is_an_unknown_outcome_then_reconciled(
         return result
 
     contract = gate.config.contracts["createFollowUp"]
-    fast = type(contract)(**{**contract.__dict__, "timeout_seconds": 0.05})
-    gate.config = type(gate.config)(**{**gate.config.__dict__,
-                                       "contracts": {**gate.config.contracts,
-                                                     "createFollowUp": fast}})
+    fast = dataclasses.replace(contract, timeout_seconds=0.05)
+    gate.config = dataclasses.replace(
+        gate.config, contracts={**gate.config.contracts, "createFollowUp": fast})
     gate.executors = {**gate.executors, "createFollowUp": slow}
     decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
     assert decision.route == Route.RETURN_RESULT
