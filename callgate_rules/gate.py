@@ -57,7 +57,7 @@ class _Progress:
     ``__init__`` with default factories costs noticeably more."""
 
     __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
-                 "conversation", "contract_only")
+                 "conversation", "contract_only", "plan")
 
     def __init__(self, started: float = 0.0, session: dict[str, Any] | None = None,
                  conversation: Conversation | None = None) -> None:
@@ -70,6 +70,7 @@ class _Progress:
         self.session: dict[str, Any] = session if session is not None else {}
         self.conversation = conversation
         self.contract_only: Contract | None = None  # known before the call fully parsed
+        self.plan: _ToolPlan | None = None  # the tool's, once the call is parsed
 
     @property
     def contract(self) -> Contract | None:
@@ -251,7 +252,7 @@ class Gate:
                       "1 call" if len(calls) == 1 else f"{len(calls)} calls"))
         call = progress.call = parse.one_call(calls, self.config.contracts, limits)  # 2 PARSE
         contract = call.contract
-        plan = self._plan.tool(contract)
+        plan = progress.plan = self._plan.tool(contract)
         trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
 
         # Steps 3–4 the common way first; the general steps take over where it stops.
@@ -608,7 +609,8 @@ class Gate:
                 progress, actor, request_id, started,
             )
         progress.trace.append(_ROUTED_TO_EXECUTE)
-        return self._decision(_EXECUTE, None, progress.permit, self._plan.tool(contract).passed,
+        assert progress.plan is not None
+        return self._decision(_EXECUTE, None, progress.permit, progress.plan.passed,
                               "", "allowed", progress, actor, request_id, started)
 
     def _rejected(
@@ -652,8 +654,11 @@ class Gate:
         elapsed, decided_at = time.perf_counter() - started, time.time()
         call = progress.call
         contract = call.contract if call is not None else progress.contract_only
-        plan = self._plan
-        versions = plan.tool(contract).versions if contract else plan.no_tool_versions
+        if progress.plan is not None:
+            versions = progress.plan.versions
+        else:
+            plan = self._plan
+            versions = plan.tool(contract).versions if contract else plan.no_tool_versions
         if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             versions = {**versions, **{c.document.key: c.version
