@@ -695,13 +695,14 @@ class _RejectionMessages:
     rejection's own words, the routing table's and the route's advice."""
 
     __slots__ = ("rejection", "speaks_as", "advice_route", "routing", "contract", "call",
-                 "tools")
+                 "tools", "named")
 
     def __init__(self, rejection: Rejection, speaks_as: ErrorClass, advice_route: Route,
                  routing: Routing, contract: Contract | None, call: parse.ParsedCall | None,
                  tools: str) -> None:
         self.rejection, self.speaks_as, self.advice_route = rejection, speaks_as, advice_route
         self.routing, self.contract, self.call, self.tools = routing, contract, call, tools
+        self.named: dict[str, Any] | None = None
 
     def agent(self) -> str:
         rejection = self.rejection
@@ -714,14 +715,16 @@ class _RejectionMessages:
                             self.variables())
 
     def variables(self) -> dict[str, Any]:
-        """What the routing table's message templates may name."""
-        return {
-            "tool": self.contract.name if self.contract else None,
-            "tools": self.tools,
-            "detail": self.rejection.detail,
-            **{k: v for k, v in self.rejection.extra.items() if isinstance(k, str)},
-            "args": self.call.arguments if self.call else {},
-        }
+        """What the routing table's message templates may name (worked out once)."""
+        if self.named is None:
+            self.named = {
+                "tool": self.contract.name if self.contract else None,
+                "tools": self.tools,
+                "detail": self.rejection.detail,
+                **{k: v for k, v in self.rejection.extra.items() if isinstance(k, str)},
+                "args": self.call.arguments if self.call else {},
+            }
+        return self.named
 
 
 def _noted(agent: str | Deferred[str], note: str) -> str:
