@@ -233,7 +233,9 @@ class Gate:
         try:
             rejection = self._decide(model_output, actor, now, progress)
         except Rejection as raised:
-            rejection = raised
+            # Its messages are rendered when first read and keep it until then; its
+            # traceback would keep every frame of the steps with it.
+            rejection = raised.with_traceback(None)
         if rejection is not None:
             return self._rejected(rejection, progress, actor, request_id, started), progress
         return self._allowed(progress, actor, request_id, started), progress
