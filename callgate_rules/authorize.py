@@ -20,7 +20,7 @@ from .cel import CelEvaluationError
 from .decision import Deferred, RawTraceEntry, ShadowVerdict
 from .documents import AccessPolicies, AccessRule, Contract, Lookup, Mode, OnError
 from .errors import ErrorClass
-from .outcome import Rejection
+from .outcome import Rejection, as_decided
 from .validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
 
 # Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
@@ -188,7 +188,7 @@ def denial(
         rule=name,
         # rendered when first read: most denials are only routed
         agent_message=Deferred(partial(_denial_message, contract, rule, record_lookups,
-                                       variables)),
+                                       as_decided(variables))),
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )

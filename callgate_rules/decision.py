@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
 from .errors import ErrorClass, Route
@@ -100,9 +99,6 @@ class ShadowVerdict:
     message: str
 
 
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})  # shared, so read-only
-
-
 @dataclass(frozen=True)
 class Decision:
     """The gate's answer to one proposal. ``error_class`` is ``None`` when all went well."""
@@ -162,7 +158,7 @@ class Decision:
             "contract_version": contract_version, "rule": rule,
             "agent_message": agent_message, "user_message": user_message, "log": log,
             "versions": versions, "trace": trace, "arguments": arguments, "call_id": call_id,
-            "candidates": candidates, "warnings": warnings, "extra": _NO_EXTRA,
+            "candidates": candidates, "warnings": warnings, "extra": {},
         })
         return decision
 
@@ -204,5 +200,5 @@ _CLASS_DEFAULTS = ("operation_id", "result", "draft", "confirmation_token", "lim
                    "retry_after")
 if tuple(each.name for each in fields(Decision)) != \
         (*_OF_CHECK_FIELDS, *_CLASS_DEFAULTS, "extra") or \
-        any(getattr(Decision, name, _NO_EXTRA) is _NO_EXTRA for name in _CLASS_DEFAULTS):
+        any(not hasattr(Decision, name) for name in _CLASS_DEFAULTS):
     raise AssertionError("Decision's fields changed: update Decision.of_check")

@@ -35,17 +35,18 @@ from .documents import AccessPolicies, AccessRule, Contract, Mode
 from .errors import ErrorClass
 from .outcome import Rejection
 from .provenance import unknown_sources
-from .validate import Resolver, resolve, violation
+from .validate import Resolver, Resume, resolve, violation
 
 
 class Reached(IntEnum):
     """How far a call got along the lane; the general steps take over from there."""
 
     NOTHING = 0  # run steps 3 and 4 in full
-    REFERENCES = 1  # schema, actor and look-ups passed; variables are bound
-    AUTHORIZED = 2  # ... and an allow rule matched: ``permit`` names it
-    EVERYTHING = 3  # ... and every business rule holds
-    REJECTED = 4  # the lane rejected the call, in the general step's words
+    LOOKING_UP = 1  # schema and actor passed, variables bound, some look-ups done: resume
+    REFERENCES = 2  # ... and every look-up found its one record
+    AUTHORIZED = 3  # ... and an allow rule matched: ``permit`` names it
+    EVERYTHING = 4  # ... and every business rule holds
+    REJECTED = 5  # the lane rejected the call, in the general step's words
 
 
 class ExpressLane:
@@ -62,10 +63,12 @@ class ExpressLane:
         exec(compile(self.source, f"<express lane of {contract.name}>", "exec"),
              writer.namespace)
         # run(arguments, actor, session, now, resolvers, variables, trace) -> (how far the
-        # call got, then the deciding allow rule once authorized, or the Rejection)
+        # call got, then: where the look-ups resume, the deciding allow rule once
+        # authorized, or the Rejection)
         self.run: Callable[[Any, Mapping[str, Any], dict[str, Any], datetime,
                             Mapping[str, Resolver], dict[str, Any], list[RawTraceEntry]],
-                           tuple[Reached, str | Rejection | None]] = writer.namespace["run"]
+                           tuple[Reached, Resume | str | Rejection | None]] = \
+            writer.namespace["run"]
 
     @classmethod
     def of(cls, contract: Contract, policies: AccessPolicies, denies: tuple[AccessRule, ...],
@@ -90,7 +93,7 @@ class _Writer:
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {
-            "_CelError": CelEvaluationError, "_start_over": _start_over,
+            "_CelError": CelEvaluationError, "_LOOKING_UP": Reached.LOOKING_UP,
             "_NOTHING": (Reached.NOTHING, None), "_REFERENCES": (Reached.REFERENCES, None),
             "_AUTHORIZED": Reached.AUTHORIZED, "_EVERYTHING": Reached.EVERYTHING,
             "_REJECTED": Reached.REJECTED,
@@ -121,17 +124,25 @@ class _Writer:
                   "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",
                   "    variables['session'] = session"]
 
-        # Look-ups: exactly one record each, or the general step from the start.
-        found_entries = []
+        # Look-ups: exactly one record each, or the general step resumes the look-ups where
+        # the lane stopped (every resolver is asked once).
+        schema_passed = bind("_SCHEMA_PASSED", _SCHEMA_PASSED)
+        found_entries: list[str] = []
+
+        def hand_over(index: int, resolved: str) -> list[str]:
+            return [f"        trace.append({schema_passed})",
+                    *(f"        trace.append({entry})" for entry in found_entries),
+                    f"        return _LOOKING_UP, ({index}, {resolved})"]
+
         for index, lookup in enumerate(contract.lookups):
             key, fields = bind(f"_key{index}", lookup.key.evaluate), lookup.fields
             lines += [f"    resolver = resolvers.get({lookup.collection!r})",
-                      "    if resolver is None:",
-                      "        return _start_over(variables)",
                       "    try:",
                       f"        key = {key}(variables)",
                       "    except _CelError:",
-                      "        return _start_over(variables)"]
+                      "        resolver = None",
+                      "    if resolver is None:",
+                      *hand_over(index, "None")]
             if len(fields) == 1:  # as validate.resolve does it
                 lines += [f"    found = resolver({fields[0]!r}, key)",
                           "    if type(found) is not tuple and type(found) is not list:",
@@ -139,12 +150,12 @@ class _Writer:
             else:
                 lines += [f"    found = {bind('_resolve', resolve)}(resolver, {fields!r}, key)"]
             lines += ["    if len(found) != 1:",
-                      "        return _start_over(variables)",
+                      *hand_over(index, "(key, found)"),
                       f"    record{index} = variables[{lookup.name!r}] = found[0]"]
             found_entries.append(f"('validate', {lookup.trace_subject!r}, 'found', "
                                  f"{lookup.collection + ' '!r} + "
                                  f"format(record{index}.get('id', '')))")
-        lines.append(f"    trace.append({bind('_SCHEMA_PASSED', _SCHEMA_PASSED)})")
+        lines.append(f"    trace.append({schema_passed})")
         lines += [f"    trace.append({entry})" for entry in found_entries]
         if reads_provenance:  # no conversation: every value's origin is unknown
             lines.append("    variables['provenance'] = _unknown_sources(arguments)")
@@ -214,8 +225,3 @@ class _Writer:
 
 
 _SCHEMA_PASSED: RawTraceEntry = ("validate", "schema", "pass")
-
-
-def _start_over(variables: dict[str, Any]) -> tuple[Reached, None]:
-    variables.clear()  # the general steps bind them again, in their own order
-    return Reached.NOTHING, None

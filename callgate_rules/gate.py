@@ -23,7 +23,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, cast
 
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
@@ -88,8 +87,7 @@ class _ToolPlan:
         self.rules = authorize.ToolRules.of(config.policies, contract.name)
         self.may_see = authorize.may_see(config.policies, contract, self.rules)
         self.example = validate.example_call(contract)  # the hint of a rejected call
-        # Shared by every decision about the tool, so read-only.
-        self.versions: Mapping[str, str] = MappingProxyType(config.versions_for(contract.name))
+        self.versions = config.versions_for(contract.name)  # each decision gets a copy
         self.parsed: RawTraceEntry = ("parse", contract.name, "pass",
                                       f"contract v{contract.version}")
         self.passed = f"All checks passed for {contract.name}."  # the agent message
@@ -131,7 +129,7 @@ class _Plan:
         self.config = config
         self.tool_list = ", ".join(sorted(config.contracts))
         self._tools: dict[str, _ToolPlan] = {}
-        self.no_tool_versions: Mapping[str, str] = MappingProxyType(config.versions_for(None))
+        self.no_tool_versions = config.versions_for(None)  # each decision gets a copy
 
     def tool(self, contract: Contract) -> _ToolPlan:
         plan = self._tools.get(contract.name)
@@ -264,18 +262,21 @@ class Gate:
             else (Reached.NOTHING, None)
         if reached is Reached.REJECTED:
             return cast(Rejection, outcome)
-        progress.permit = cast(str | None, outcome)
+        if reached >= Reached.AUTHORIZED:
+            progress.permit = cast(str, outcome)
         variables = progress.variables
         policies = self.config.policies
-        if reached < Reached.REFERENCES:
+        if reached < Reached.LOOKING_UP:
             validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
             variables = progress.variables = {
                 "args": call.arguments, "actor": actor, "now": now, "tool": contract.name,
                 "session": progress.session,
             }
             authorize.check_actor(policies, actor, progress.session)
+        if reached < Reached.REFERENCES:
             validate.references(  # 3 VALIDATE: referenced records, from the actor's view
-                contract, variables, self.resolvers, plan.may_see, trace)
+                contract, variables, self.resolvers, plan.may_see, trace,
+                cast(validate.Resume, outcome) if reached is Reached.LOOKING_UP else None)
             if progress.conversation is not None:  # where each value came from
                 variables["provenance"] = provenance.trace_sources(
                     call.arguments, progress.conversation, _looked_up(contract, variables),
@@ -632,7 +633,7 @@ class Gate:
         speaks_as = rejection.speaks_as or rejection.error_class
         messages = _RejectionMessages(
             rejection, speaks_as, routing.route_for(speaks_as) if rejection.speaks_as else route,
-            routing, contract, progress.call, self._plan.tool_list)
+            routing, contract, progress.call, actor, self._plan.tool_list)
         return self._decision(
             route, rejection.error_class, rejection.rule, Deferred(messages.agent),
             Deferred(messages.user), rejection.detail, progress, actor, request_id, started,
@@ -657,14 +658,13 @@ class Gate:
         call = progress.call
         contract = call.contract if call is not None else progress.contract_only
         if progress.plan is not None:
-            versions = progress.plan.versions
+            versions = dict(progress.plan.versions)  # the decision's own: a host may change it
         else:
             plan = self._plan
-            versions = plan.tool(contract).versions if contract else plan.no_tool_versions
+            versions = dict(plan.tool(contract).versions if contract else plan.no_tool_versions)
         if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
-            versions = {**versions, **{c.document.key: c.version
-                                       for c in self.config.contracts.values()}}
+            versions.update({c.document.key: c.version for c in self.config.contracts.values()})
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
             agent = Deferred(partial(_noted, agent, call.note))
@@ -696,14 +696,17 @@ class _RejectionMessages:
     """A rejected call's agent and user messages, put together when first read: from the
     rejection's own words, the routing table's and the route's advice."""
 
-    __slots__ = ("rejection", "speaks_as", "advice_route", "routing", "contract", "call",
-                 "tools", "named")
+    __slots__ = ("rejection", "speaks_as", "advice_route", "routing", "contract", "arguments",
+                 "actor", "tools", "named")
 
     def __init__(self, rejection: Rejection, speaks_as: ErrorClass, advice_route: Route,
                  routing: Routing, contract: Contract | None, call: parse.ParsedCall | None,
-                 tools: str) -> None:
+                 actor: Mapping[str, Any], tools: str) -> None:
         self.rejection, self.speaks_as, self.advice_route = rejection, speaks_as, advice_route
-        self.routing, self.contract, self.call, self.tools = routing, contract, call, tools
+        self.routing, self.contract, self.tools = routing, contract, tools
+        # the arguments and the actor as decided on, should the host change them afterwards
+        self.arguments = dict(call.arguments) if call is not None else {}
+        self.actor = dict(actor)
         self.named: dict[str, Any] | None = None
 
     def agent(self) -> str:
@@ -724,7 +727,8 @@ class _RejectionMessages:
                 "tools": self.tools,
                 "detail": self.rejection.detail,
                 **{k: v for k, v in self.rejection.extra.items() if isinstance(k, str)},
-                "args": self.call.arguments if self.call else {},
+                "args": self.arguments,
+                "actor": self.actor,
             }
         return self.named
 

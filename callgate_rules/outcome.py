@@ -77,6 +77,15 @@ class Rejection(Exception):
         return f"{self.error_class}: {self.detail}"
 
 
+def as_decided(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` copied one level deep, as the log record copies what the host handed in:
+    a message rendered later then tells what the call was decided on, even if the host
+    changes its actor, its records or the decision's arguments meanwhile."""
+    return {key: (dict(value) if isinstance(value, Mapping)
+                  else list(value) if isinstance(value, list) else value)
+            for key, value in values.items()}
+
+
 def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:
     """A message of a rejection, rendered now if it was left for later."""
     return message.compute() if isinstance(message, Deferred) else message

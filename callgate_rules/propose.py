@@ -72,10 +72,11 @@ _FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
 def decode_json(text: str, what: str) -> Any:
     """``json.loads`` with every way it can fail turned into ``malformed``; ``what`` names
     the text with its verb ("arguments are")."""
-    try:
-        return _fast_decode(text)
-    except _FAST_REFUSALS:
-        pass
+    if type(text) is str:  # msgspec takes no str subclass
+        try:
+            return _fast_decode(text)
+        except _FAST_REFUSALS:
+            pass
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:

@@ -17,7 +17,7 @@ from .cel import CelEvaluationError
 from .decision import Deferred, RawTraceEntry, ShadowVerdict
 from .documents import Contract, Lookup, Mode, OnError, Rule
 from .errors import ErrorClass
-from .outcome import Rejection
+from .outcome import Rejection, as_decided
 
 Record = Mapping[str, Any]
 # Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
@@ -146,37 +146,44 @@ def references(
     resolvers: Mapping[str, Resolver],
     may_see: MaySee,
     trace: list[RawTraceEntry],
+    resume: Resume | None = None,
 ) -> None:
     """Look up each declared record and bind it in ``variables`` under the lookup's name.
 
     Records the actor may not see are dropped before counting, so "not found", "found one"
-    and "ambiguous" are all answered from the actor's own view of the data.
+    and "ambiguous" are all answered from the actor's own view of the data. ``resume``:
+    where the express lane stopped, the look-ups before it done, so that no resolver is
+    asked twice.
     """
-    for lookup in contract.lookups:
-        if lookup.when is not None and not _truthy(lookup.when, variables):
+    start, resolved = resume if resume is not None else (0, None)
+    for index, lookup in enumerate(contract.lookups):
+        if index < start:
+            continue
+        if index == start and resolved is not None:
+            key, found = resolved
+            found = _candidates(lookup, found, variables, may_see)
+        elif lookup.when is not None and not _truthy(lookup.when, variables):
             variables[lookup.name] = None
             trace.append(("validate", lookup.trace_subject, "skip", "when is false"))
             continue
-        try:
-            key = lookup.key.evaluate(variables)  # .evaluate: one call frame less
-        except CelEvaluationError as error:
-            raise Rejection(
-                ErrorClass.INVALID_ARGUMENT,
-                f"lookup {lookup.name}: key cannot be computed: {error}",
-                rule=f"{contract.name}/lookup.{lookup.name}",
-                hint=example_call(contract),
-            ) from None
-        resolver = resolvers.get(lookup.collection)
-        if resolver is None:
-            raise LookupError(
-                f"no resolver bound for collection {lookup.collection!r} "
-                f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
-            )
-        found = resolve(resolver, lookup.fields, key)
-        if len(found) > 1 or lookup.many == "list":
-            # Several matches: only those the actor may act on count as candidates. A single
-            # match is kept, so that authorize denies it (forbidden) with the not-found text.
-            found = [record for record in found if may_see(lookup, record, variables)]
+        else:
+            try:
+                key = lookup.key.evaluate(variables)  # .evaluate: one call frame less
+            except CelEvaluationError as error:
+                raise Rejection(
+                    ErrorClass.INVALID_ARGUMENT,
+                    f"lookup {lookup.name}: key cannot be computed: {error}",
+                    rule=f"{contract.name}/lookup.{lookup.name}",
+                    hint=example_call(contract),
+                ) from None
+            resolver = resolvers.get(lookup.collection)
+            if resolver is None:
+                raise LookupError(
+                    f"no resolver bound for collection {lookup.collection!r} "
+                    f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
+                )
+            found = _candidates(lookup, resolve(resolver, lookup.fields, key), variables,
+                                may_see)
         if lookup.many == "list":
             variables[lookup.name] = found
             trace.append(("validate", lookup.trace_subject, "found",
@@ -215,6 +222,20 @@ def references(
         variables[lookup.name] = found[0]
         trace.append(("validate", lookup.trace_subject, "found",
                       f"{lookup.collection} {found[0].get('id', '')}"))
+
+
+# Where the look-ups resume: the index of the first not done, and, when its records were
+# already resolved, its key and those records.
+Resume = tuple[int, "tuple[Any, Sequence[Record]] | None"]
+
+
+def _candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, Any],
+                may_see: MaySee) -> Sequence[Record]:
+    if len(found) > 1 or lookup.many == "list":
+        # Several matches: only those the actor may act on count as candidates. A single
+        # match is kept, so that authorize denies it (forbidden) with the not-found text.
+        return [record for record in found if may_see(lookup, record, variables)]
+    return found
 
 
 # Shown to the person both for a missing record and for one they may not access.
@@ -364,7 +385,7 @@ class _RuleMessages:
     __slots__ = ("contract", "rule", "variables", "rendered")
 
     def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any]) -> None:
-        self.contract, self.rule, self.variables = contract, rule, variables
+        self.contract, self.rule, self.variables = contract, rule, as_decided(variables)
         self.rendered: tuple[str, str | None] | None = None
 
     def both(self) -> tuple[str, str | None]:

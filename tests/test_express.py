@@ -93,7 +93,7 @@ def test_every_scenario_and_policy_test_decides_alike(both_ways: Lanes) -> None:
     # The lane decided calls of every kind itself, and handed others over.
     assert lane["EVERYTHING"] >= 10
     assert lane["rejected: forbidden"] >= 1 and lane["rejected: invalid_argument"] >= 1
-    assert lane["NOTHING"] >= 1
+    assert lane["NOTHING"] >= 1 and lane["LOOKING_UP"] >= 1
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def tiny(tmp_path: Path, ref: Any, compile_gate: Any) -> Gate:
     ({"name": "echo", "arguments": {"text": 5}}, "NOTHING"),  # the schema says no
     ({"name": "orphan", "arguments": {"text": "hi"}}, "rejected: forbidden"),  # by default
     ({"name": "strict", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),  # rule error
-    ({"name": "strict", "arguments": {"ticketId": "T-9"}}, "NOTHING"),  # no record
+    ({"name": "strict", "arguments": {"ticketId": "T-9"}}, "LOOKING_UP"),  # no record
     ({"name": "lenient-document", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),
     ({"name": "lenient-rule", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),
     ({"name": "shadowed", "arguments": {"text": "hi"}}, "AUTHORIZED"),  # audit and warn
@@ -222,3 +222,33 @@ def test_made_up_follow_ups_decide_alike(both_ways: Lanes, gate: Gate, ticket: A
                                    ("dueAt", due)) if v is not None}
     gate.check({"name": "createFollowUp", "arguments": {**arguments, **extra}},
                          actor=actor, now=NOW)
+
+
+class CountingResolver:
+    """A resolver that counts how often it is asked."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records, self.asked = records, 0
+
+    def __call__(self, field: str, value: Any) -> list[dict[str, Any]]:
+        self.asked += 1
+        return [r for r in self.records if r.get(field) == value]
+
+
+@pytest.mark.parametrize(("ticket", "person", "asked"), [
+    ("T-9999", "U-7", {"tickets": 1, "users": 0}),  # no ticket: the users are never asked
+    ("T-1001", "U-99999", {"tickets": 1, "users": 1}),  # no person
+    ("T-1001", "U-7", {"tickets": 1, "users": 1}),
+])
+def test_every_resolver_is_asked_once(gate: Gate, reference_world: dict[str, Any], dana: Any,
+                                      ticket: str, person: str, asked: dict[str, int]) -> None:
+    """The general step resumes the look-ups where the lane stopped, with the records the
+    lane already has: a database behind a resolver is asked once per look-up."""
+    resolvers = {name: CountingResolver(records) for name, records in reference_world.items()}
+    counted = Gate(gate.config, resolvers=resolvers)
+    decision = counted.check(
+        {"name": "createFollowUp", "arguments": {"ticketId": ticket, "assigneeId": person,
+                                                 "dueAt": "2026-12-15T09:00:00Z"}},
+        actor=dana, now=NOW)
+    assert {name: resolvers[name].asked for name in asked} == asked
+    assert decision.error_class in (None, "not_found")

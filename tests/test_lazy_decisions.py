@@ -1,0 +1,94 @@
+"""A decision builds its messages, trace and log when first read; reading them later must
+give what reading them at once gives, and a decision stays an ordinary value."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pickle
+from typing import Any
+
+from callgate_rules.gate import Gate
+from callgate_rules.world import WorldResolvers
+
+from .conftest import Calls
+
+
+def read_all(decision: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = decision.as_dict()
+    fields["log"] = {k: v for k, v in fields["log"].items() if k not in ("ts", "elapsed_ms")}
+    return fields
+
+
+def test_messages_tell_what_the_call_was_decided_on(gate: Gate, reference_world: Any,
+                                                    dana: dict[str, Any], now: Any) -> None:
+    """Messages read after the host changed its actor, a record and the decision's
+    arguments still speak of the call as it was decided (one level deep, like the log)."""
+    for changes in ({"ticketId": "T-1002"},  # a closed ticket: the rule's own message
+                    {"ticketId": "T-2001"},  # another tenant's: the denial's message
+                    {"dueAt": "2026-01-01T00:00:00Z"}):
+        world = copy.deepcopy(reference_world)
+        actor = dict(dana)
+        own = Gate(gate.config, resolvers=WorldResolvers(world))
+        call = Calls.follow_up(**changes)
+        expected = read_all(own.check(call, actor=actor, now=now, request_id="r"))
+        later = own.check(call, actor=actor, now=now, request_id="r")
+        actor["tenant"] = "globex"
+        for ticket in world["tickets"]:
+            ticket["status"] = "reopened"
+        assert later.arguments is not None
+        later.arguments["ticketId"] = "T-0000"  # type: ignore[index]
+        got = read_all(later)
+        got["arguments"] = expected["arguments"]  # the one field handed out as it is
+        assert got == expected
+
+
+def test_a_decision_is_an_ordinary_value(gate: Gate, dana: dict[str, Any], now: Any) -> None:
+    for changes in ({}, {"ticketId": "T-2001"}, {"dueAt": "2026-01-01T00:00:00Z"}):
+        decision = gate.check(Calls.follow_up(**changes), actor=dana, now=now)
+        json.dumps(decision.as_dict())
+        assert type(decision.versions) is dict and json.loads(json.dumps(decision.versions))
+        assert copy.deepcopy(decision) == decision
+        assert pickle.loads(pickle.dumps(decision)) == decision
+        assert dataclasses.asdict(decision)["route"] == decision.route
+        decision.versions.clear()  # a decision's own: the next one is unaffected
+        assert gate.check(Calls.follow_up(), actor=dana, now=now).versions
+
+
+class Text(str):
+    """A host's own string type."""
+
+
+def test_string_subclasses_are_read_as_strings(gate: Gate, dana: dict[str, Any],
+                                               now: Any) -> None:
+    arguments = Text(json.dumps(Calls.follow_up_args()))
+    message = Text(json.dumps({"name": "createFollowUp", "arguments": arguments}))
+    for output in (message, {"name": "createFollowUp", "arguments": arguments}):
+        decision = gate.check(output, actor=dana, now=now)
+        assert decision.error_class is None, decision.agent_message
+
+
+ROUTING_WITH_PLACEHOLDERS = """\
+apiVersion: callgate/v1
+kind: RoutingTable
+metadata: {name: placeholders, version: "1", owner: t@example.com, description: messages}
+spec:
+  routes: {forbidden: refuse}
+  messages:
+    forbidden:
+      agent: "No {tool} on ticket {args.ticketId} for a {actor.role} of {actor.tenant}."
+"""
+
+
+def test_routing_messages_fill_arguments_and_actor_as_decided(
+        tmp_path: Any, ref: Any, compile_gate: Any, reference_world: Any,
+        dana: dict[str, Any], now: Any) -> None:
+    contracts, policies = ref.copy(tmp_path, ROUTING_WITH_PLACEHOLDERS)
+    gate = compile_gate(contracts, policies, world=reference_world)
+    actor = {**dana, "role": "owner"}  # not a role the actor schema knows: forbidden
+    decision = gate.check(Calls.follow_up(), actor=actor, now=now)
+    actor["tenant"] = "globex"
+    decision.arguments["ticketId"] = "T-0000"  # type: ignore[index]
+    assert decision.agent_message.startswith(
+        "No createFollowUp on ticket T-1001 for a owner of acme.")
