@@ -187,11 +187,16 @@ def denial(
         f"denied by {name}",
         rule=name,
         # rendered when first read: most denials are only routed
-        agent_message=Deferred(partial(_denial_message, contract, rule, record_lookups,
-                                       as_decided(variables))),
+        agent_message=Deferred(partial(
+            _denial_message, contract, rule, record_lookups,
+            as_decided(variables, contract.unavailable_reads if record_lookups
+                       else _DENIAL_READS))),
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )
+
+
+_DENIAL_READS = ("args", "actor", "tool")  # what a deny rule's own message may name
 
 
 def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:

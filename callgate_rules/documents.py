@@ -153,6 +153,14 @@ class Rule:
         return f"rule {self.name}"
 
     @cached_property
+    def message_reads(self) -> frozenset[str]:
+        """The variables its messages may read: those its templates name, and the
+        arguments and the tool, which any message may name."""
+        return frozenset({"args", "tool"}).union(
+            path[0] for template in (self.message, self.user_message)
+            if template is not None for path in template.fields if path)
+
+    @cached_property
     def passed(self) -> tuple[str, str, str, str]:
         """Its trace entry when it holds: the same for every call, so made once."""
         return ("validate", self.trace_subject, "pass",
@@ -216,6 +224,13 @@ class Contract:
     @property
     def version(self) -> str:
         return self.document.version
+
+    @cached_property
+    def unavailable_reads(self) -> frozenset[str]:
+        """The variables the not-found message of a record reads: the arguments, the tool,
+        and what the keys of the look-ups the access rules guard read."""
+        return frozenset({"args", "tool"}).union(
+            *(lookup.key.variables for lookup in self.private_lookups))
 
     @cached_property
     def flat_fields(self) -> frozenset[str] | None:

@@ -6,7 +6,7 @@ Each step is a plain function that either returns what the next step needs or ra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -77,13 +77,24 @@ class Rejection(Exception):
         return f"{self.error_class}: {self.detail}"
 
 
-def as_decided(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` copied one level deep, as the log record copies what the host handed in:
-    a message rendered later then tells what the call was decided on, even if the host
-    changes its actor, its records or the decision's arguments meanwhile."""
-    return {key: (dict(value) if isinstance(value, Mapping)
-                  else list(value) if isinstance(value, list) else value)
-            for key, value in values.items()}
+def as_decided(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The ``names`` of ``values`` (those a message will read), copied one level deep as
+    the log record copies what the host handed in: a message rendered later then tells
+    what the call was decided on, even if the host changes its actor, its records or the
+    decision's arguments meanwhile."""
+    copied = {}
+    for name in names:
+        if name in values:
+            value = values[name]
+            kind = type(value)
+            if kind is dict or kind is list:
+                value = kind(value)
+            elif kind is not str and isinstance(value, Mapping):
+                value = dict(value)
+            elif kind is not str and isinstance(value, list):
+                value = list(value)
+            copied[name] = value
+    return copied
 
 
 def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:

@@ -385,7 +385,11 @@ class _RuleMessages:
     __slots__ = ("contract", "rule", "variables", "rendered")
 
     def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any]) -> None:
-        self.contract, self.rule, self.variables = contract, rule, as_decided(variables)
+        reads = rule.message_reads
+        if rule.error_class == ErrorClass.NOT_FOUND:  # may speak as a missing record
+            reads |= contract.unavailable_reads
+        self.contract, self.rule = contract, rule
+        self.variables = as_decided(variables, reads)
         self.rendered: tuple[str, str | None] | None = None
 
     def both(self) -> tuple[str, str | None]:
