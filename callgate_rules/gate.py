@@ -317,13 +317,13 @@ class Gate:
                                          conversation)
         limit = run.limit_reached(self.config.routing.budgets, decision.tool, now)
         if limit is not None:
-            decision = self._limit_path(decision, limit)
+            decision = self._limit_path(decision, limit, actor)
         elif decision.route == Route.REGENERATE:
             budget = self.config.routing.budgets.regenerations_per_call
             if run.regenerations_in_a_row >= budget:
                 decision = self._limit_path(
                     decision, f"{run.regenerations_in_a_row} corrected call(s) already asked "
-                              f"for (limit {budget})")
+                              f"for (limit {budget})", actor)
             else:
                 run.regenerations_in_a_row += 1
         elif decision.route in (Route.EXECUTE, Route.AWAIT_CONFIRMATION) and \
@@ -490,8 +490,9 @@ class Gate:
         contract = progress.contract
         assert contract is not None
         routing = self.config.routing
-        variables = {"tool": contract.name, "detail": ending.detail,
-                     "args": decision.arguments or {}}
+        variables = {"tool": contract.name, "tools": self._plan.tool_list,
+                     "detail": ending.detail, "args": decision.arguments or {},
+                     "actor": progress.variables.get("actor", {})}
         if ending.error_class is None:
             agent = f"{contract.name} succeeded. Result: {_compact(ending.result)}"
             if ending.late_confirmation:
@@ -503,7 +504,7 @@ class Gate:
                     f"made. Earlier result: {_compact(ending.result)}"
             user = user_message(ErrorClass.DUPLICATE, routing, None, variables)
         elif ending.limit_path is not None:
-            agent, user = self._limit_messages(ending.detail)
+            agent, user = self._limit_messages(variables)
         else:
             agent = agent_message(ending.error_class, ending.route, routing, None, None,
                                   variables)
@@ -533,10 +534,13 @@ class Gate:
                        trace=trace_entries(tuple(progress.trace)), log=log,
                        extra={"review_id": ending.review_id} if ending.review_id else {})
 
-    def _limit_path(self, decision: Decision, detail: str) -> Decision:
+    def _limit_path(self, decision: Decision, detail: str,
+                    actor: Mapping[str, Any]) -> Decision:
         path = self.config.routing.on_limit
         route = limit_route(path)
-        agent, user = self._limit_messages(detail)
+        agent, user = self._limit_messages({
+            "tool": decision.tool, "tools": self._plan.tool_list, "detail": detail,
+            "args": decision.arguments or {}, "actor": actor})
         review_id = None
         if route == Route.REVIEW and decision.tool is not None:
             review_id = self.store.open_review(NewReviewItem(
@@ -550,9 +554,10 @@ class Gate:
                                          "error_class": str(ErrorClass.BUDGET_EXHAUSTED),
                                          "detail": detail, "review_id": review_id})
 
-    def _limit_messages(self, detail: str) -> tuple[str, str]:
+    def _limit_messages(self, variables: Mapping[str, Any]) -> tuple[str, str]:
+        """The limit path's messages; ``variables`` are what their templates may name."""
         routing = self.config.routing
-        variables = {"detail": detail}
+        detail = variables["detail"]
         agent = routing.on_limit_messages.agent.render(variables) \
             if routing.on_limit_messages.agent else {
                 LimitPath.PARTIAL_RESULT: "The tool-call limit is reached ({detail}). Stop "
@@ -657,14 +662,19 @@ class Gate:
         elapsed, decided_at = time.perf_counter() - started, time.time()
         call = progress.call
         contract = call.contract if call is not None else progress.contract_only
+        # The plan's versions are never changed: the log keeps them; the decision hands out
+        # its own copy, which a host may change.
         if progress.plan is not None:
-            versions = dict(progress.plan.versions)  # the decision's own: a host may change it
+            decided_versions = progress.plan.versions
         else:
             plan = self._plan
-            versions = dict(plan.tool(contract).versions if contract else plan.no_tool_versions)
+            decided_versions = plan.tool(contract).versions if contract \
+                else plan.no_tool_versions
         if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
-            versions.update({c.document.key: c.version for c in self.config.contracts.values()})
+            decided_versions = {**decided_versions, **{
+                c.document.key: c.version for c in self.config.contracts.values()}}
+        versions = dict(decided_versions)
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
             agent = Deferred(partial(_noted, agent, call.note))
@@ -672,9 +682,9 @@ class Gate:
         # The log record is put together when someone first reads ``decision.log``. What the
         # host handed in and may change afterwards is copied now, one level deep.
         log = partial(
-            _log_record, decided_at, request_id, contract, call, versions, route, error_class,
-            rule, detail, dict(actor), dict(call.arguments) if call is not None else None,
-            shadow, elapsed, extra)
+            _log_record, decided_at, request_id, contract, call, decided_versions, route,
+            error_class, rule, detail, dict(actor),
+            dict(call.arguments) if call is not None else None, shadow, elapsed, extra or None)
         return Decision.of_check(
             route, error_class, contract.name if contract else None,
             contract.version if contract else None, rule, agent, user, Deferred(log), versions,

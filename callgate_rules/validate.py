@@ -266,8 +266,14 @@ def unavailable_message(contract: Contract, lookup: Lookup,
     private = contract.private_lookups
     if lookup not in private or len(private) < 2:
         return not_found_message(lookup, variables)
+    records = {each.name for each in contract.lookups}
     references = []
     for each in private:
+        if records & each.key.variables:
+            # A key read from another record would show that record's content when it is
+            # not the actor's, and nothing when it is missing: name the reference only.
+            references.append(each.name)
+            continue
         try:
             references.append(f"{each.name} {_plain(each.key(variables))}")
         except CelEvaluationError:

@@ -7,9 +7,15 @@ import copy
 import dataclasses
 import json
 import pickle
+from datetime import UTC, datetime
 from typing import Any
 
+from callgate_rules import Run
+from callgate_rules.compiler import load
 from callgate_rules.gate import Gate
+from callgate_rules.scenarios import FakeClock
+from callgate_rules.simulator import Simulator, faults_by_tool
+from callgate_rules.store import MemoryStore
 from callgate_rules.world import WorldResolvers
 
 from .conftest import Calls
@@ -92,3 +98,55 @@ def test_routing_messages_fill_arguments_and_actor_as_decided(
     decision.arguments["ticketId"] = "T-0000"  # type: ignore[index]
     assert decision.agent_message.startswith(
         "No createFollowUp on ticket T-1001 for a owner of acme.")
+
+
+def test_the_log_keeps_the_versions_decided_with(gate: Gate, dana: dict[str, Any],
+                                                 now: Any) -> None:
+    for call in (Calls.follow_up(), Calls.follow_up(ticketId="T-2001"),
+                 {"name": "noSuchTool", "arguments": {}}):
+        decision = gate.check(call, actor=dana, now=now)
+        expected = dict(decision.versions)
+        decision.versions.clear()
+        decision.versions["host"] = "annotated"
+        assert decision.log["versions"] == expected
+
+
+def test_an_unread_decision_can_be_copied(gate: Gate, dana: dict[str, Any], now: Any) -> None:
+    for call in (Calls.follow_up(), Calls.follow_up(ticketId="T-2001"),
+                 Calls.follow_up(dueAt="2026-01-01T00:00:00Z"), Calls.follow_up(urgent=1)):
+        decision = gate.check(call, actor=dana, now=now, request_id="r")
+        copied = copy.deepcopy(decision)  # before anything is read
+        assert read_all(copied) == read_all(decision)
+
+
+ROUTING_AFTER_EXECUTION = """\
+apiVersion: callgate/v1
+kind: RoutingTable
+metadata: {name: after, version: "1", owner: t@example.com, description: messages}
+spec:
+  routes: {permanent: refuse}
+  messages:
+    permanent: {agent: "Refused for {actor.id} on {args.ticketId}.", user: "Sorry {actor.id}."}
+  budgets: {calls_per_tool_per_run: 1}
+  on_limit:
+    path: refuse
+    agent: "Enough for {actor.id} on {tool} ({args.ticketId}): {detail}."
+"""
+
+
+def test_routing_messages_fill_actor_after_execution_and_on_the_limit_path(
+        tmp_path: Any, ref: Any, reference_world: Any, dana: dict[str, Any]) -> None:
+    contracts, policies = ref.copy(tmp_path, ROUTING_AFTER_EXECUTION)
+    world = copy.deepcopy(reference_world)
+    simulator = Simulator(world, faults_by_tool({"createFollowUp": {"refuse": True}}))
+    now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    clock = FakeClock(now)
+    gate = Gate(load([contracts, policies]), resolvers=WorldResolvers(world),
+                executors=simulator.executors(), finder=simulator.find, store=MemoryStore(),
+                clock=clock, sleep=clock.sleep, secret=b"s")
+    run = Run(started_at=now)
+    refused = gate.handle(Calls.follow_up(), actor=dana, request_id="r1", run=run)
+    assert (refused.agent_message, refused.user_message) == (
+        "Refused for U-7 on T-1001. Do not retry this call.", "Sorry U-7.")
+    limited = gate.handle(Calls.follow_up(), actor=dana, request_id="r2", run=run)
+    assert limited.agent_message.startswith("Enough for U-7 on createFollowUp (T-1001): ")

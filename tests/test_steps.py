@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -393,6 +394,48 @@ def test_missing_or_deleted_ticket_is_not_found(
         "call; choose another step.")
     assert decision.user_message == NOT_FOUND_USER
     assert "Deleted by mistake" not in decision.agent_message + decision.user_message
+
+
+OWNED_TICKETS = """\
+apiVersion: callgate/v1
+kind: ToolContract
+metadata: {name: escalate, version: "1", owner: t@example.com, description: owner's key}
+spec:
+  effect: read
+  arguments: {type: object, required: [ticketId], properties: {ticketId: {type: string}}}
+  lookups:
+    - {name: ticket, collection: tickets, key: args.ticketId}
+    - {name: owner, collection: people, key: ticket.owner_id}
+  examples: [{arguments: {ticketId: T-1}}]
+---
+apiVersion: callgate/v1
+kind: AccessPolicy
+metadata: {name: owners, version: "1", owner: t@example.com, description: rights}
+spec:
+  rules:
+    - name: own-tenant
+      effect: allow
+      tools: [escalate]
+      when: ticket.tenant == actor.tenant && owner.tenant == actor.tenant
+"""
+
+
+def test_a_key_read_from_a_hidden_record_is_never_shown(tmp_path: Path, ref: Any,
+                                                        compile_gate: Any, now: Any) -> None:
+    """The owner's key comes from the ticket: showing it would tell another tenant's ticket
+    (its owner's ID) from a missing one (nothing to show)."""
+    ref.write(tmp_path / "owned.yaml", OWNED_TICKETS)
+    world = {"tickets": [{"id": "T-3", "tenant": "globex", "owner_id": "P-3"}],
+             "people": [{"id": "P-3", "tenant": "globex"}]}
+    gate = compile_gate(tmp_path, world=world)
+    actor = {"id": "U-1", "tenant": "acme"}
+    missing = gate.check({"name": "escalate", "arguments": {"ticketId": "T-9"}},
+                         actor=actor, now=now)
+    hidden = gate.check({"name": "escalate", "arguments": {"ticketId": "T-3"}},
+                        actor=actor, now=now)
+    assert (missing.error_class, hidden.error_class) == ("not_found", "forbidden")
+    assert missing.agent_message.replace("T-9", "T-3") == hidden.agent_message
+    assert "P-3" not in hidden.agent_message and "(ticket T-3, owner)" in hidden.agent_message
 
 
 def test_ambiguous_contact_offers_permitted_fields_of_own_tenant_candidates(check: Any) -> None:
