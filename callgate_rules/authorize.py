@@ -81,13 +81,7 @@ def authorize(
     ``rules``: the tool's rules, when the caller has them already."""
     rules = rules or ToolRules.of(policies, contract.name)
     for rule in rules.denies:
-        try:
-            value = rule.when.evaluate(variables)  # .evaluate: one call frame less
-        except CelEvaluationError as failure:
-            value = failure
-        if value is False:  # the common case, kept to one constant trace entry
-            trace.append(rule.unmatched)
-        elif _matched(rule, value, trace, shadow):
+        if _matches(rule, variables, trace, shadow):
             raise denial(contract, rule, (rule,), variables)
     for rule in rules.allows:
         if _matches(rule, variables, trace, shadow):
@@ -134,23 +128,9 @@ def _matches(
 ) -> bool:
     try:
         value = rule.when.evaluate(variables)  # .evaluate: one call frame less
-    except CelEvaluationError as failure:
-        value = failure
-    return _matched(rule, value, trace, shadow)
-
-
-def _matched(
-    rule: AccessRule,
-    value: Any,
-    trace: list[RawTraceEntry],
-    shadow: list[ShadowVerdict],
-) -> bool:
-    """Whether ``rule`` matched, given what its ``when`` gave: a value, or the
-    ``CelEvaluationError`` it raised."""
-    if isinstance(value, CelEvaluationError):
-        error: str | None = str(value)
-    else:
         error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
+    except CelEvaluationError as failure:
+        value, error = None, str(failure)
     if error is not None:
         # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
         matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
@@ -158,9 +138,7 @@ def _matched(
                       f"{error}; counts as {'match' if matched else 'no match'}"))
     else:
         matched = value is True
-        trace.append(("authorize", rule.qualified_name,
-                      (rule.effect if matched else "no match")
-                      + ("" if rule.mode == _ENFORCE else f" ({rule.mode})")))
+        trace.append(rule.matched if matched else rule.unmatched)
     if matched and rule.mode != _ENFORCE:
         shadow.append(ShadowVerdict(rule.qualified_name, str(rule.mode),
                                     "forbidden" if rule.effect == "deny" else "allowed",

@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
 
+from .authorize import records_read
 from .cel import CelSyntaxError, CompiledExpression, compile_expression
 from .documents import (
     AccessPolicies,
@@ -558,10 +559,8 @@ class _Compiler:
             else None
         )
         contracts = {
-            name: replace(contract, private_lookups=tuple(
-                lookup for lookup in contract.lookups
-                if any(rule.applies_to(name) and lookup.name in rule.when.variables
-                       for rule in self.access_rules)))
+            name: replace(contract, private_lookups=tuple(records_read(
+                contract, tuple(rule for rule in self.access_rules if rule.applies_to(name)))))
             for name, contract in self.contracts.items()
         }
         return GateConfig(

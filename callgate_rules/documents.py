@@ -166,6 +166,12 @@ class Rule:
         return ("validate", self.trace_subject, "pass",
                 "" if self.mode == Mode.ENFORCE else str(self.mode))
 
+    @cached_property
+    def failed(self) -> tuple[str, str, str, str]:
+        """Its trace entry when it is false (not when it fails to evaluate)."""
+        return ("validate", self.trace_subject, "fail",
+                "" if self.mode == Mode.ENFORCE else str(self.mode))
+
 
 @dataclass(frozen=True)
 class Example:
@@ -284,8 +290,16 @@ class AccessRule:
     @cached_property
     def unmatched(self) -> tuple[str, str, str]:
         """Its trace entry when ``when`` is false: the same for every call, so made once."""
-        return ("authorize", self.qualified_name,
-                "no match" + ("" if self.mode == Mode.ENFORCE else f" ({self.mode})"))
+        return ("authorize", self.qualified_name, "no match" + self._mode_note)
+
+    @cached_property
+    def matched(self) -> tuple[str, str, str]:
+        """Its trace entry when ``when`` is true."""
+        return ("authorize", self.qualified_name, self.effect + self._mode_note)
+
+    @property
+    def _mode_note(self) -> str:
+        return "" if self.mode == Mode.ENFORCE else f" ({self.mode})"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from .documents import AccessPolicies, AccessRule, Contract, Mode
 from .errors import ErrorClass
 from .outcome import Rejection
 from .provenance import unknown_sources
-from .validate import Resolver, Resume, resolve, violation
+from .validate import SCHEMA_PASSED, Resolver, Resume, resolve, violation
 
 
 class Reached(IntEnum):
@@ -126,7 +126,7 @@ class _Writer:
 
         # Look-ups: exactly one record each, or the general step resumes the look-ups where
         # the lane stopped (every resolver is asked once).
-        schema_passed = bind("_SCHEMA_PASSED", _SCHEMA_PASSED)
+        schema_passed = bind("_SCHEMA_PASSED", SCHEMA_PASSED)
         found_entries: list[str] = []
 
         def hand_over(index: int, resolved: str) -> list[str]:
@@ -169,7 +169,7 @@ class _Writer:
             lines += [f"        value = {when}(variables)",
                       "        if value is not False:"]
             if rule.mode == Mode.ENFORCE:
-                denied = (*unmatched, ("authorize", rule.qualified_name, "deny"))
+                denied = (*unmatched, rule.matched)
                 lines += ["            if value is True:",
                           f"                trace.extend({bind(f'_DENIED{index}', denied)})",
                           f"                return _REJECTED, _denial(_contract, "
@@ -180,7 +180,7 @@ class _Writer:
         lines.append("        permit = None")
         for index, rule in enumerate(allows):
             when = bind(f"_allow{index}", rule.when.evaluate)
-            allowed = (*unmatched, ("authorize", rule.qualified_name, "allow"))
+            allowed = (*unmatched, rule.matched)
             pad = "        " if index == 0 else "            "
             if index:
                 lines.append("        if permit is None:")
@@ -210,7 +210,7 @@ class _Writer:
                           "        if value is not True:"]
                 if business.mode == Mode.ENFORCE and \
                         business.error_class != ErrorClass.CONFIRMATION_REQUIRED:
-                    failed = (*passed, ("validate", business.trace_subject, "fail", ""))
+                    failed = (*passed, business.failed)
                     lines += ["            if value is False:",
                               f"                trace.extend({bind(f'_FAILED{index}', failed)})",
                               f"                return _REJECTED, _violation(_contract, "
@@ -224,4 +224,3 @@ class _Writer:
         return "\n".join(lines)
 
 
-_SCHEMA_PASSED: RawTraceEntry = ("validate", "schema", "pass")

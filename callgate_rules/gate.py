@@ -660,8 +660,7 @@ class Gate:
         extra: Mapping[str, Any] | None = None,
     ) -> Decision:
         elapsed, decided_at = time.perf_counter() - started, time.time()
-        call = progress.call
-        contract = call.contract if call is not None else progress.contract_only
+        call, contract = progress.call, progress.contract
         # The plan's versions are never changed: the log keeps them; the decision hands out
         # its own copy, which a host may change.
         if progress.plan is not None:

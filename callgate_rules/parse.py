@@ -58,7 +58,7 @@ def one_call(
         arguments = _decode_arguments(call.arguments, limits)
         declared = contract.flat_fields
         if declared is not None and _plainly_within_bounds(call.arguments, limits):
-            has_undeclared = declared is not _OPEN and not arguments.keys() <= declared
+            has_undeclared = declared is not FLAT_AND_OPEN and not arguments.keys() <= declared
         else:
             has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
     except Rejection as rejection:
@@ -114,9 +114,6 @@ def _plainly_within_bounds(text: Any, limits: InputLimits) -> bool:
     return (type(text) is str and len(text) <= limits.max_string_length and text.isascii()
             and "\\u" not in text
             and text.count("{") + text.count("[") < limits.max_depth)
-
-
-_OPEN = FLAT_AND_OPEN
 
 
 def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) -> bool:

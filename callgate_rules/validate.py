@@ -31,13 +31,15 @@ MaySee = Callable[[Lookup, Record, Mapping[str, Any]], bool]
 
 # 3a. Arguments against the contract's JSON Schema -------------------------------------------
 
+SCHEMA_PASSED: RawTraceEntry = ("validate", "schema", "pass")
+
 
 def arguments(contract: Contract, args: Mapping[str, Any], trace: list[RawTraceEntry]) -> None:
     # The compiled verdict first; jsonschema, the source of truth, explains a failure.
     error = None if contract.arguments_valid(args) else \
         best_match(contract.validator.iter_errors(args))
     if error is None:
-        trace.append(("validate", "schema", "pass"))
+        trace.append(SCHEMA_PASSED)
         return
     field = ".".join(str(p) for p in error.absolute_path) or _missing_field(error) or "arguments"
     problem = _describe(error)
@@ -348,9 +350,8 @@ def _violation(
             trace.append(rule.passed)
             continue
         passed, error = _judged(rule, value)
-        trace.append(("validate", rule.trace_subject, "pass" if passed else
-                      "error" if error else "fail", f"{error} ({rule.on_error})" if error
-                      else rule.mode if rule.mode != _ENFORCE else ""))
+        trace.append(("validate", rule.trace_subject, "pass" if passed else "error",
+                      f"{error} ({rule.on_error})") if error else rule.failed)
         if passed:
             continue
         if rule.mode != _ENFORCE:
@@ -427,15 +428,6 @@ def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
         if lookup.name in rule.expression.variables:
             return lookup
     return None
-
-
-def evaluate_rule(rule: Rule, variables: Mapping[str, Any]) -> tuple[bool, str | None]:
-    """(passed, evaluation error). A non-boolean result is an error too."""
-    try:
-        value = rule.expression.evaluate(variables)  # .evaluate: one call frame less
-    except CelEvaluationError as error:
-        value = error
-    return _judged(rule, value)
 
 
 def _judged(rule: Rule, value: Any) -> tuple[bool, str | None]:

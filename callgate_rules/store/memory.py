@@ -42,6 +42,15 @@ def _json_copy(value: Any) -> Any:
     return json.loads(canonical_json(value))
 
 
+def _new_receipt(op: NewOperation, state: ReceiptState, now: datetime,
+                 **fields: Any) -> Receipt:
+    """The first receipt of ``op``, in ``state``; ``fields`` are the state's own."""
+    return Receipt(operation_id=op.operation_id, state=state, request_id=op.request_id,
+                   tool=op.tool, contract_version=op.contract_version, args_hash=op.args_hash,
+                   arguments=_json_copy(op.arguments), actor=_json_copy(op.actor),
+                   created_at=now, updated_at=now, **fields)
+
+
 def _detached(receipt: Receipt) -> Receipt:
     return replace(
         receipt,
@@ -72,21 +81,8 @@ class MemoryStore:
             self._check_open()
             existing = self._receipts.get(op.operation_id)
             if existing is None:
-                receipt = Receipt(
-                    operation_id=op.operation_id,
-                    state=ReceiptState.CLAIMED,
-                    request_id=op.request_id,
-                    tool=op.tool,
-                    contract_version=op.contract_version,
-                    args_hash=op.args_hash,
-                    arguments=_json_copy(op.arguments),
-                    actor=_json_copy(op.actor),
-                    created_at=now,
-                    updated_at=now,
-                    lease_owner=worker,
-                    lease_expires_at=now + lease,
-                    attempts=1,
-                )
+                receipt = _new_receipt(op, ReceiptState.CLAIMED, now, lease_owner=worker,
+                                       lease_expires_at=now + lease, attempts=1)
                 self._receipts[op.operation_id] = receipt
                 return Claim(ClaimOutcome.CLAIMED, _detached(receipt))
             _check_same_arguments(existing, op)
@@ -153,19 +149,8 @@ class MemoryStore:
             if existing is not None:
                 _check_same_arguments(existing, op)
                 return _detached(existing)
-            held = Receipt(
-                operation_id=op.operation_id,
-                state=ReceiptState.AWAITING_CONFIRMATION,
-                request_id=op.request_id,
-                tool=op.tool,
-                contract_version=op.contract_version,
-                args_hash=op.args_hash,
-                arguments=_json_copy(op.arguments),
-                actor=_json_copy(op.actor),
-                created_at=now,
-                updated_at=now,
-                confirmation_expires_at=expires_at,
-            )
+            held = _new_receipt(op, ReceiptState.AWAITING_CONFIRMATION, now,
+                                confirmation_expires_at=expires_at)
             self._receipts[op.operation_id] = held
             return _detached(held)
 
