@@ -8,9 +8,8 @@ not exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from jsonschema.exceptions import best_match
@@ -165,16 +164,19 @@ def denial(
         f"denied by {name}",
         rule=name,
         # rendered when first read: most denials are only routed
-        agent_message=Deferred(partial(
-            _denial_message, contract, rule, record_lookups,
-            as_decided(variables, contract.unavailable_reads if record_lookups
-                       else _DENIAL_READS))),
+        agent_message=Deferred(_denial_message, contract, rule, record_lookups,
+                               as_decided(variables, denial_reads(contract, record_lookups))),
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )
 
 
 _DENIAL_READS = ("args", "actor", "tool")  # what a deny rule's own message may name
+
+
+def denial_reads(contract: Contract, record_lookups: list[Lookup]) -> Iterable[str]:
+    """The variables a denial's message may read (``record_lookups`` as for ``denial``)."""
+    return contract.unavailable_reads if record_lookups else _DENIAL_READS
 
 
 def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:

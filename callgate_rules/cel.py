@@ -15,13 +15,16 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import celpy
 from celpy import celtypes
 from lark import Token, Tree
 
 from .errors import CallgateError
+
+if TYPE_CHECKING:
+    from .celcompiler import Compiled, Inline
 
 Path = tuple[str, ...]
 
@@ -52,6 +55,8 @@ class CompiledExpression:
     references: frozenset[Path]  # field paths it reads, e.g. ("args", "dueAt")
     guarded: frozenset[Path]  # paths tested with has(), so absence is handled
     evaluate: Callable[[Mapping[str, Any]], Any] = field(repr=False, compare=False)
+    # the compiled code to inline in other generated code, where it allows that
+    inline: Inline | None = field(default=None, repr=False, compare=False)
 
     def __call__(self, variables: Mapping[str, Any]) -> Any:
         return self.evaluate(variables)
@@ -86,28 +91,23 @@ def compile_expression(source: str) -> CompiledExpression:
     """Parse and prepare ``source`` once; the result is safe to share between threads."""
     tree = parse(source)
     references, guarded, variables = _references(tree)
-    evaluate = _compile_fast(tree)
-    backend = "compiled"
-    if evaluate is None:
-        evaluate = _interpreted(tree)
-        backend = "cel-python"
+    compiled = _compile_fast(tree)
     return CompiledExpression(
         source=source,
-        backend=backend,
+        backend="compiled" if compiled is not None else "cel-python",
         variables=frozenset(variables),
         references=frozenset(references),
         guarded=frozenset(guarded),
-        evaluate=evaluate,
+        evaluate=compiled.evaluate if compiled is not None else _interpreted(tree),
+        inline=compiled.inline if compiled is not None else None,
     )
 
 
-def _compile_fast(tree: Tree) -> Callable[[Mapping[str, Any]], Any] | None:
-    """The compiler to Python closures; ``None`` means "not supported, use cel-python"."""
-    try:
-        from .celcompiler import compile_tree
-    except ImportError:
-        return None
-    return compile_tree(tree)
+def _compile_fast(tree: Tree) -> Compiled | None:
+    """The compiler to Python; ``None`` means "not supported, use cel-python"."""
+    from .celcompiler import compile_program  # it imports this module's errors
+
+    return compile_program(tree)
 
 
 # The cel-python fallback ---------------------------------------------------------------------

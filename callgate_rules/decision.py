@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, Generic, TypeVar, overload
 
 from .errors import ErrorClass, Route
@@ -36,14 +37,13 @@ def trace_entries(raw: tuple[RawTraceEntry, ...]) -> tuple[TraceEntry, ...]:
     return tuple(TraceEntry(*entry) for entry in raw)
 
 
-class Deferred(Generic[T]):
-    """A value worked out on first read: most decisions' log records and traces are never
-    read by anyone, and building them is a good part of a decision's cost."""
+class Deferred(partial[T], Generic[T]):
+    """A value worked out on first read: ``Deferred(function, *arguments)`` stands for
+    ``function(*arguments)``. Most decisions' log records and traces are never read by
+    anyone, and building them is a good part of a decision's cost. A ``partial``, so that
+    making one is a single call into C."""
 
-    __slots__ = ("compute",)
-
-    def __init__(self, compute: Callable[[], T]) -> None:
-        self.compute = compute
+    __slots__ = ()
 
 
 # One lock for every first read of a deferred field, so two threads reading one decision's
@@ -81,7 +81,7 @@ class _DeferredField(Generic[T]):
             with _FIRST_READ:
                 value = instance.__dict__[self.name]
                 if type(value) is Deferred:
-                    value = instance.__dict__[self.name] = value.compute()
+                    value = instance.__dict__[self.name] = value()
         result: T = value
         return result
 

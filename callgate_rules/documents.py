@@ -223,11 +223,12 @@ class Contract:
     # The look-ups whose records the access rules read: a denial may depend on them.
     private_lookups: tuple[Lookup, ...] = ()
 
-    @property
+    # cached: read on every decision, and a property costs a call each time
+    @cached_property
     def name(self) -> str:
         return self.document.name
 
-    @property
+    @cached_property
     def version(self) -> str:
         return self.document.version
 

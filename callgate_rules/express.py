@@ -10,7 +10,9 @@ and appends the same trace entries the general steps would.
 
 It decides against a call only in the plainest cases, and then in the general step's own
 words: an enforced deny rule that is true, no allow rule true (``authorize.denial``), an
-enforced business rule that is false (``validate.violation``). At anything else (a schema
+enforced business rule that is false (``validate.violation``). Each such rejection is
+``Foreseen``: made once, when the lane is written, with every field but its messages, so that
+a rejected call costs about what a passed one does. At anything else (a schema
 or actor that does not hold, no record or several, an evaluation error, a shadow mode, a
 rule asking for confirmation) it stops and reports how far the call got; the general step
 then runs from that point and decides, with its messages, shadow verdicts and error
@@ -19,23 +21,26 @@ handling. So the general steps stay the one definition of what a check means
 scenario and policy test).
 
 The lane of a tool is one generated Python function (``ExpressLane.source`` shows it): the
-checks as straight-line code, with every trace entry a constant made once.
+checks as straight-line code, with every trace entry a constant made once, and the code of
+each compiled CEL expression inlined where the compiler allows it (``Inline``), so that a
+rule costs no call of its own.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from enum import IntEnum
 from typing import Any
 
-from .authorize import DEFAULT_DENY, denial, records_read
-from .cel import CelEvaluationError
+from .authorize import DEFAULT_DENY, denial, denial_reads, records_read
+from .cel import CompiledExpression
+from .celcompiler import FAILURES
 from .decision import RawTraceEntry
-from .documents import AccessPolicies, AccessRule, Contract, Mode
+from .documents import AccessPolicies, AccessRule, Contract, Mode, Rule
 from .errors import ErrorClass
 from .outcome import Rejection
 from .provenance import unknown_sources
-from .validate import SCHEMA_PASSED, Resolver, Resume, resolve, violation
+from .validate import SCHEMA_PASSED, Resolver, Resume, resolve, violation, violation_reads
 
 
 class Reached(IntEnum):
@@ -46,13 +51,46 @@ class Reached(IntEnum):
     REFERENCES = 2  # ... and every look-up found its one record
     AUTHORIZED = 3  # ... and an allow rule matched: ``permit`` names it
     EVERYTHING = 4  # ... and every business rule holds
-    REJECTED = 5  # the lane rejected the call, in the general step's words
+    REJECTED = 5  # the lane rejected the call, in the general step's words: ``Foreseen``
+
+
+class Foreseen:
+    """A rejection the lane may decide, made once when the lane is written.
+
+    ``template`` is the general step's own rejection at this point with every field but its
+    messages, which are the same for every call (rule, error class, detail, hint, route);
+    ``make(variables)`` makes the whole rejection, messages included, from the variables
+    the call was decided on, and is called only when someone reads a message. ``reads``
+    names the variables those messages may read (the arguments and the actor always): the
+    gate copies just those, as it would for any rejection; ``more_reads``: those but the
+    arguments, the actor (copied for the log in any case) and the tool (a name)."""
+
+    __slots__ = ("make", "template", "reads", "more_reads")
+
+    def __init__(self, make: Callable[[Mapping[str, Any]], Rejection],
+                 reads: Iterable[str]) -> None:
+        self.make = make
+        self.template = make({})
+        self.reads = frozenset(reads) | {"args", "actor"}
+        self.more_reads = tuple(sorted(self.reads - {"args", "actor", "tool"}))
+
+
+def _denial_foreseen(contract: Contract, rule: AccessRule | None,
+                     deciding: tuple[AccessRule, ...]) -> Foreseen:
+    read = records_read(contract, deciding)
+    return Foreseen(lambda variables: denial(contract, rule, deciding, variables, read),
+                    denial_reads(contract, read))
+
+
+def _violation_foreseen(contract: Contract, rule: Rule, example: str) -> Foreseen:
+    return Foreseen(lambda variables: violation(contract, rule, variables, None, example),
+                    violation_reads(contract, rule))
 
 
 class ExpressLane:
     """Steps 3–4 of one tool, the common way, as one generated function; made once."""
 
-    __slots__ = ("tool", "source", "run")
+    __slots__ = ("tool", "source", "run", "foreseen")
 
     def __init__(self, contract: Contract, policies: AccessPolicies,
                  denies: tuple[AccessRule, ...], allows: tuple[AccessRule, ...],
@@ -64,11 +102,12 @@ class ExpressLane:
              writer.namespace)
         # run(arguments, actor, session, now, resolvers, variables, trace) -> (how far the
         # call got, then: where the look-ups resume, the deciding allow rule once
-        # authorized, or the Rejection)
+        # authorized, or the Foreseen rejection)
         self.run: Callable[[Any, Mapping[str, Any], dict[str, Any], datetime,
                             Mapping[str, Resolver], dict[str, Any], list[RawTraceEntry]],
-                           tuple[Reached, Resume | str | Rejection | None]] = \
+                           tuple[Reached, Resume | str | Foreseen | None]] = \
             writer.namespace["run"]
+        self.foreseen: tuple[Foreseen, ...] = tuple(writer.foreseen)  # every one it may return
 
     @classmethod
     def of(cls, contract: Contract, policies: AccessPolicies, denies: tuple[AccessRule, ...],
@@ -93,12 +132,39 @@ class _Writer:
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {
-            "_CelError": CelEvaluationError, "_LOOKING_UP": Reached.LOOKING_UP,
+            "_FAILURES": FAILURES, "_LOOKING_UP": Reached.LOOKING_UP,
             "_NOTHING": (Reached.NOTHING, None), "_REFERENCES": (Reached.REFERENCES, None),
             "_AUTHORIZED": Reached.AUTHORIZED, "_EVERYTHING": Reached.EVERYTHING,
-            "_REJECTED": Reached.REJECTED,
-            "_denial": denial, "_violation": violation, "_unknown_sources": unknown_sources,
+            "_REJECTED": Reached.REJECTED, "_unknown_sources": unknown_sources,
         }
+        self.foreseen: list[Foreseen] = []
+
+    def rejection(self, name: str, foreseen: Foreseen) -> str:
+        self.foreseen.append(foreseen)
+        return self.bind(name, foreseen)
+
+    def evaluation(self, name: str, expression: CompiledExpression, pad: str,
+                   target: str = "value") -> list[str]:
+        """Lines that set ``target`` to what ``expression`` evaluates to, or raise one of
+        ``_FAILURES``: its compiled code inlined where it allows that, else a call of its
+        function, bound as ``name``."""
+        inline = expression.inline
+        if inline is None or any(self.namespace.get(key, value) is not value
+                                 for key, value in inline.namespace.items()):
+            return [f"{pad}{target} = {self.bind(name, expression.evaluate)}(variables)"]
+        self.namespace.update(inline.namespace)
+        body = inline.body
+        if len(body) == 1 and body[0].startswith("return "):
+            return [f"{pad}{target} = {body[0].removeprefix('return ')}"]
+        lines = [f"{pad}while True:  # the expression's code: each return becomes a break"]
+        for line in body:
+            code = line.lstrip()
+            indent = pad + "    " + line[:len(line) - len(code)]
+            if code.startswith("return "):
+                lines += [f"{indent}{target} = {code.removeprefix('return ')}", f"{indent}break"]
+            else:
+                lines.append(f"{indent}{code}")
+        return lines
 
     def bind(self, name: str, value: Any) -> str:
         self.namespace[name] = value
@@ -107,9 +173,7 @@ class _Writer:
     def lane(self, contract: Contract, policies: AccessPolicies,
              denies: tuple[AccessRule, ...], allows: tuple[AccessRule, ...],
              reads_provenance: bool, example: str) -> str:
-        bind = self.bind
-        bind("_contract", contract)
-        bind("_example", example)
+        bind, rejection = self.bind, self.rejection
         lines = ["def run(arguments, actor, session, now, resolvers, variables, trace):",
                  f"    if not {bind('_arguments_valid', contract.arguments_valid)}(arguments):",
                  "        return _NOTHING"]
@@ -135,11 +199,11 @@ class _Writer:
                     f"        return _LOOKING_UP, ({index}, {resolved})"]
 
         for index, lookup in enumerate(contract.lookups):
-            key, fields = bind(f"_key{index}", lookup.key.evaluate), lookup.fields
+            fields = lookup.fields
             lines += [f"    resolver = resolvers.get({lookup.collection!r})",
                       "    try:",
-                      f"        key = {key}(variables)",
-                      "    except _CelError:",
+                      *self.evaluation(f"_key{index}", lookup.key, "        ", "key"),
+                      "    except _FAILURES:",
                       "        resolver = None",
                       "    if resolver is None:",
                       *hand_over(index, "None")]
@@ -165,26 +229,23 @@ class _Writer:
         lines += ["    try:"]
         unmatched: tuple[RawTraceEntry, ...] = ()
         for index, rule in enumerate(denies):
-            when = bind(f"_deny{index}", rule.when.evaluate)
-            lines += [f"        value = {when}(variables)",
+            lines += [*self.evaluation(f"_deny{index}", rule.when, "        "),
                       "        if value is not False:"]
             if rule.mode == Mode.ENFORCE:
                 denied = (*unmatched, rule.matched)
                 lines += ["            if value is True:",
                           f"                trace.extend({bind(f'_DENIED{index}', denied)})",
-                          f"                return _REJECTED, _denial(_contract, "
-                          f"{bind(f'_DENY{index}', rule)}, ({bind(f'_DENY{index}', rule)},), "
-                          f"variables, {bind(f'_READ{index}', records_read(contract, (rule,)))})"]
+                          "                return _REJECTED, " + rejection(
+                              f"_DENY{index}", _denial_foreseen(contract, rule, (rule,)))]
             lines.append("            return _REFERENCES")
             unmatched += (rule.unmatched,)
         lines.append("        permit = None")
         for index, rule in enumerate(allows):
-            when = bind(f"_allow{index}", rule.when.evaluate)
             allowed = (*unmatched, rule.matched)
             pad = "        " if index == 0 else "            "
             if index:
                 lines.append("        if permit is None:")
-            lines += [f"{pad}value = {when}(variables)",
+            lines += [*self.evaluation(f"_allow{index}", rule.when, pad),
                       f"{pad}if value is True:",
                       f"{pad}    trace.extend({bind(f'_ALLOWED{index}', allowed)})",
                       f"{pad}    permit = {rule.qualified_name!r}",
@@ -192,12 +253,11 @@ class _Writer:
                       f"{pad}    return _REFERENCES"]
             unmatched += (rule.unmatched,)
         default_denied = bind("_DEFAULT_DENIED", (*unmatched, DEFAULT_DENY))
-        all_allows = bind("_ALLOWS", allows)
         lines += ["        if permit is None:  # default deny, in the general step's words",
                   f"            trace.extend({default_denied})",
-                  f"            return _REJECTED, _denial(_contract, None, {all_allows}, "
-                  f"variables, {bind('_READ', records_read(contract, allows))})",
-                  "    except _CelError:",
+                  "            return _REJECTED, " + rejection(
+                      "_DEFAULT_DENY", _denial_foreseen(contract, None, allows)),
+                  "    except _FAILURES:",
                   "        return _REFERENCES"]
 
         # The business rules: a plain false is decided here, the rest by the general step.
@@ -205,19 +265,19 @@ class _Writer:
         if contract.rules:
             lines.append("    try:")
             for index, business in enumerate(contract.rules):
-                holds = bind(f"_rule{index}", business.expression.evaluate)
-                lines += [f"        value = {holds}(variables)",
+                lines += [*self.evaluation(f"_rule{index}", business.expression, "        "),
                           "        if value is not True:"]
                 if business.mode == Mode.ENFORCE and \
                         business.error_class != ErrorClass.CONFIRMATION_REQUIRED:
                     failed = (*passed, business.failed)
                     lines += ["            if value is False:",
                               f"                trace.extend({bind(f'_FAILED{index}', failed)})",
-                              f"                return _REJECTED, _violation(_contract, "
-                              f"{bind(f'_RULE{index}', business)}, variables, None, _example)"]
+                              "                return _REJECTED, " + rejection(
+                                  f"_RULE{index}", _violation_foreseen(contract, business,
+                                                                       example))]
                 lines.append("            return _AUTHORIZED, permit")
                 passed += (business.passed,)
-            lines += ["    except _CelError:",
+            lines += ["    except _FAILURES:",
                       "        return _AUTHORIZED, permit",
                       f"    trace.extend({bind('_PASSED', passed)})"]
         lines += ["    return _EVERYTHING, permit", ""]

@@ -21,9 +21,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
 from .canonical import arguments_hash, operation_id
@@ -33,9 +32,9 @@ from .decision_log import DecisionLog
 from .documents import Contract, GateConfig, LimitPath, Routing
 from .errors import ConfirmationError, ErrorClass, Route
 from .execute import ExecutionRequest, Executor, Failed, Finder, send
-from .express import ExpressLane, Reached
+from .express import ExpressLane, Foreseen, Reached
 from .messages import agent_message, user_message
-from .outcome import Rejection, text_of
+from .outcome import Rejection, as_decided, text_of
 from .provenance import Conversation, read_conversation
 from .route import FAILURES, Ending, Run, Sleep, State, WriteMachine, backoff_delay, limit_route
 from .store import open_store
@@ -81,9 +80,9 @@ class _ToolPlan:
     tool's first call, so that no decision recomputes it."""
 
     __slots__ = ("rules", "may_see", "example", "versions", "parsed", "passed",
-                 "reads_provenance", "express")
+                 "reads_provenance", "express", "foretold")
 
-    def __init__(self, config: GateConfig, contract: Contract) -> None:
+    def __init__(self, config: GateConfig, contract: Contract, tools: str) -> None:
         self.rules = authorize.ToolRules.of(config.policies, contract.name)
         self.may_see = authorize.may_see(config.policies, contract, self.rules)
         self.example = validate.example_call(contract)  # the hint of a rejected call
@@ -96,6 +95,26 @@ class _ToolPlan:
         self.reads_provenance = "provenance" in _variables_read(contract, self.rules)
         self.express = ExpressLane.of(contract, config.policies, self.rules.denies,
                                       self.rules.allows, self.reads_provenance, self.example)
+        # how each rejection the lane may return is routed and worded, before any call
+        self.foretold = {foreseen: _Foretold(foreseen, config.routing, contract, tools)
+                         for foreseen in (self.express.foreseen if self.express else ())}
+
+
+class _Routed(NamedTuple):
+    """Where a rejection goes, and in whose words its messages speak."""
+
+    route: Route
+    speaks_as: ErrorClass  # a denial that depends on a record speaks as "not found"
+    advice_route: Route  # the route whose advice the agent message gives
+    entry: RawTraceEntry
+
+    @classmethod
+    def of(cls, rejection: Rejection, routing: Routing) -> _Routed:
+        route = rejection.route or routing.route_for(rejection.error_class)
+        speaks_as = rejection.speaks_as or rejection.error_class
+        return cls(route, speaks_as,
+                   routing.route_for(speaks_as) if rejection.speaks_as else route,
+                   ("route", str(rejection.error_class), str(route)))
 
 
 def _variables_read(contract: Contract, rules: authorize.ToolRules) -> set[str]:
@@ -123,18 +142,18 @@ class _Plan:
     ``_ToolPlan`` per tool (on its first call), the versions of a call with no known tool,
     and the list of tools an unknown one is told about."""
 
-    __slots__ = ("config", "tool_list", "_tools", "no_tool_versions")
+    __slots__ = ("config", "tool_list", "tools", "no_tool_versions")
 
     def __init__(self, config: GateConfig) -> None:
         self.config = config
         self.tool_list = ", ".join(sorted(config.contracts))
-        self._tools: dict[str, _ToolPlan] = {}
+        self.tools: dict[str, _ToolPlan] = {}  # by tool name, made by ``tool``
         self.no_tool_versions = config.versions_for(None)  # each decision gets a copy
 
     def tool(self, contract: Contract) -> _ToolPlan:
-        plan = self._tools.get(contract.name)
+        plan = self.tools.get(contract.name)
         if plan is None:
-            plan = self._tools[contract.name] = _ToolPlan(self.config, contract)
+            plan = self.tools[contract.name] = _ToolPlan(self.config, contract, self.tool_list)
         return plan
 
 
@@ -234,49 +253,54 @@ class Gate:
             # Its messages are rendered when first read and keep it until then; its
             # traceback would keep every frame of the steps with it.
             rejection = raised.with_traceback(None)
-        if rejection is not None:
-            return self._rejected(rejection, progress, actor, request_id, started), progress
-        return self._allowed(progress, actor, request_id, started), progress
+        if rejection is None:
+            return self._allowed(progress, actor, request_id, started), progress
+        if isinstance(rejection, Foreseen):
+            return self._foreseen(rejection, progress, actor, request_id, started), progress
+        return self._rejected(rejection, progress, actor, request_id, started), progress
 
     def _decide(
         self, model_output: Any, actor: Mapping[str, Any], now: datetime, progress: _Progress
-    ) -> Rejection | None:
+    ) -> Rejection | Foreseen | None:
         """Steps 1–4. A step that rejects the call raises; the express lane, which decides
-        the plainest rejections without the general steps, returns its rejection (raising
+        the plainest rejections without the general steps, returns one it foresaw (raising
         costs a good part of a rejected call)."""
         limits = self.config.routing.input_limits
         trace = progress.trace
 
         calls = propose.read(model_output, limits)  # 1 PROPOSE
-        trace.append(("propose", "format", calls[0].format,
-                      "1 call" if len(calls) == 1 else f"{len(calls)} calls"))
+        trace.append(_ONE_CALL_IN[calls[0].format] if len(calls) == 1 else
+                     ("propose", "format", calls[0].format, f"{len(calls)} calls"))
         call = progress.call = parse.one_call(calls, self.config.contracts, limits)  # 2 PARSE
         contract = call.contract
-        plan = progress.plan = self._plan.tool(contract)
+        plans = self._plan
+        plan = progress.plan = plans.tools.get(contract.name) or plans.tool(contract)
         trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
 
         # Steps 3–4 the common way first; the general steps take over where it stops.
         reached, outcome = plan.express.run(
             call.arguments, actor, progress.session, now, self.resolvers, progress.variables,
             trace) if plan.express and self.express and progress.conversation is None \
-            else (Reached.NOTHING, None)
-        if reached is Reached.REJECTED:
-            return cast(Rejection, outcome)
-        if reached >= Reached.AUTHORIZED:
-            progress.permit = cast(str, outcome)
+            else (_NOTHING, None)
+        if reached is _REJECTED:
+            return outcome  # type: ignore[return-value]  # a Foreseen
+        if reached >= _AUTHORIZED:
+            progress.permit = outcome  # type: ignore[assignment]  # the allow rule
+            if reached is _EVERYTHING:
+                return None
         variables = progress.variables
         policies = self.config.policies
-        if reached < Reached.LOOKING_UP:
+        if reached < _LOOKING_UP:
             validate.arguments(contract, call.arguments, trace)  # 3 VALIDATE: schema
             variables = progress.variables = {
                 "args": call.arguments, "actor": actor, "now": now, "tool": contract.name,
                 "session": progress.session,
             }
             authorize.check_actor(policies, actor, progress.session)
-        if reached < Reached.REFERENCES:
+        if reached < _REFERENCES:
             validate.references(  # 3 VALIDATE: referenced records, from the actor's view
                 contract, variables, self.resolvers, plan.may_see, trace,
-                cast(validate.Resume, outcome) if reached is Reached.LOOKING_UP else None)
+                cast(validate.Resume, outcome) if reached is _LOOKING_UP else None)
             if progress.conversation is not None:  # where each value came from
                 variables["provenance"] = provenance.trace_sources(
                     call.arguments, progress.conversation, _looked_up(contract, variables),
@@ -286,10 +310,10 @@ class Gate:
                                   ", ".join(sources) or "nowhere"))
             elif plan.reads_provenance:  # nothing to trace: every value's origin unknown
                 variables["provenance"] = provenance.unknown_sources(call.arguments)
-        if reached < Reached.AUTHORIZED:
+        if reached < _AUTHORIZED:
             progress.permit = authorize.authorize(  # 4 AUTHORIZE
                 policies, contract, variables, trace, progress.shadow, plan.rules)
-        if reached < Reached.EVERYTHING:
+        if reached < _EVERYTHING:
             validate.business_rules(  # 3 VALIDATE: rules
                 contract, variables, trace, progress.shadow, plan.example)
         return None
@@ -630,19 +654,46 @@ class Gate:
         started: float,
     ) -> Decision:
         routing = self.config.routing
-        route = rejection.route or routing.route_for(rejection.error_class)
-        progress.trace.append(("route", str(rejection.error_class), str(route)))
+        routed = _Routed.of(rejection, routing)
+        progress.trace.append(routed.entry)
         if progress.call is None and rejection.contract is not None:
             progress.contract_only = rejection.contract
-        contract = progress.contract
-        speaks_as = rejection.speaks_as or rejection.error_class
-        messages = _RejectionMessages(
-            rejection, speaks_as, routing.route_for(speaks_as) if rejection.speaks_as else route,
-            routing, contract, progress.call, actor, self._plan.tool_list)
+        contract, call = progress.contract, progress.call
+        # the arguments and the actor as decided on, should the host change them afterwards
+        decided = {"args": dict(call.arguments) if call is not None else None,
+                   "actor": dict(actor)}
+        messages = _RejectionMessages(rejection, routed, routing, contract, decided,
+                                      self._plan.tool_list)
         return self._decision(
-            route, rejection.error_class, rejection.rule, Deferred(messages.agent),
+            routed.route, rejection.error_class, rejection.rule, Deferred(messages.agent),
             Deferred(messages.user), rejection.detail, progress, actor, request_id, started,
-            rejection.candidates, rejection.extra)
+            rejection.candidates, rejection.extra, decided)
+
+    def _foreseen(
+        self,
+        foreseen: Foreseen,
+        progress: _Progress,
+        actor: Mapping[str, Any],
+        request_id: str | None,
+        started: float,
+    ) -> Decision:
+        """``_rejected`` for a rejection the express lane foresaw: its route and constant
+        parts were worked out with the tool's plan; the rejection itself, with its
+        messages, is made from the variables as decided when someone reads a message."""
+        assert progress.plan is not None
+        told = progress.plan.foretold[foreseen]
+        progress.trace.append(told.routed.entry)
+        rejection, variables = foreseen.template, progress.variables
+        decided = {"args": dict(variables["args"]), "actor": dict(actor),
+                   "tool": variables["tool"]}
+        if foreseen.more_reads:
+            decided.update(as_decided(variables, foreseen.more_reads))
+        return self._decision(
+            told.routed.route, rejection.error_class, rejection.rule,
+            Deferred(_Foretold.agent, told, decided), Deferred(_Foretold.user, told, decided),
+            rejection.detail,
+            progress, actor, request_id, started, rejection.candidates, rejection.extra,
+            decided)
 
     def _decision(
         self,
@@ -658,9 +709,13 @@ class Gate:
         started: float,
         candidates: tuple[Mapping[str, Any], ...] = (),
         extra: Mapping[str, Any] | None = None,
+        decided: Mapping[str, Any] | None = None,
     ) -> Decision:
+        """``decided``: the arguments and the actor copied as decided on (``args``,
+        ``actor``), when the caller has made that copy already."""
         elapsed, decided_at = time.perf_counter() - started, time.time()
-        call, contract = progress.call, progress.contract
+        call = progress.call
+        contract = call.contract if call is not None else progress.contract_only
         # The plan's versions are never changed: the log keeps them; the decision hands out
         # its own copy, which a host may change.
         if progress.plan is not None:
@@ -676,18 +731,23 @@ class Gate:
         versions = dict(decided_versions)
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
-            agent = Deferred(partial(_noted, agent, call.note))
+            agent = Deferred(_noted, agent, call.note)
         shadow = tuple(progress.shadow) if progress.shadow else ()
         # The log record is put together when someone first reads ``decision.log``. What the
         # host handed in and may change afterwards is copied now, one level deep.
-        log = partial(
+        if decided is None:
+            decided_actor = dict(actor)
+            decided_arguments = dict(call.arguments) if call is not None else None
+        else:
+            decided_actor, decided_arguments = decided["actor"], decided["args"]
+        log: Deferred[Mapping[str, Any]] = Deferred(
             _log_record, decided_at, request_id, contract, call, decided_versions, route,
-            error_class, rule, detail, dict(actor),
-            dict(call.arguments) if call is not None else None, shadow, elapsed, extra or None)
+            error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
+            extra or None)
         return Decision.of_check(
             route, error_class, contract.name if contract else None,
-            contract.version if contract else None, rule, agent, user, Deferred(log), versions,
-            Deferred(partial(trace_entries, tuple(progress.trace))),
+            contract.version if contract else None, rule, agent, user, log, versions,
+            Deferred(trace_entries, tuple(progress.trace)),
             call.arguments if call is not None else None,
             call.call_id if call is not None else None, candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
@@ -697,6 +757,10 @@ class Gate:
 
 # Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
 _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
+_ONE_CALL_IN: dict[str, RawTraceEntry] = {
+    format: ("propose", "format", format, "1 call") for format in propose.FORMATS}
+_NOTHING, _LOOKING_UP, _REFERENCES = Reached.NOTHING, Reached.LOOKING_UP, Reached.REFERENCES
+_AUTHORIZED, _EVERYTHING, _REJECTED = Reached.AUTHORIZED, Reached.EVERYTHING, Reached.REJECTED
 _EXECUTE = Route.EXECUTE
 _ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
 
@@ -705,45 +769,74 @@ class _RejectionMessages:
     """A rejected call's agent and user messages, put together when first read: from the
     rejection's own words, the routing table's and the route's advice."""
 
-    __slots__ = ("rejection", "speaks_as", "advice_route", "routing", "contract", "arguments",
-                 "actor", "tools", "named")
+    __slots__ = ("rejection", "routed", "routing", "contract", "decided", "tools", "named")
 
-    def __init__(self, rejection: Rejection, speaks_as: ErrorClass, advice_route: Route,
-                 routing: Routing, contract: Contract | None, call: parse.ParsedCall | None,
-                 actor: Mapping[str, Any], tools: str) -> None:
-        self.rejection, self.speaks_as, self.advice_route = rejection, speaks_as, advice_route
-        self.routing, self.contract, self.tools = routing, contract, tools
-        # the arguments and the actor as decided on, should the host change them afterwards
-        self.arguments = dict(call.arguments) if call is not None else {}
-        self.actor = dict(actor)
+    def __init__(self, rejection: Rejection, routed: _Routed, routing: Routing,
+                 contract: Contract | None, decided: Mapping[str, Any], tools: str) -> None:
+        """``decided``: the arguments and the actor as decided on (``args``, ``actor``)."""
+        self.rejection, self.routed, self.routing = rejection, routed, routing
+        self.contract, self.decided, self.tools = contract, decided, tools
         self.named: dict[str, Any] | None = None
 
     def agent(self) -> str:
-        rejection = self.rejection
-        return agent_message(self.speaks_as, self.advice_route, self.routing,
+        rejection, routed = self.rejection, self.routed
+        return agent_message(routed.speaks_as, routed.advice_route, self.routing,
                              text_of(rejection.agent_message), rejection.hint,
                              self.variables())
 
     def user(self) -> str:
-        return user_message(self.speaks_as, self.routing, text_of(self.rejection.user_message),
-                            self.variables())
+        return user_message(self.routed.speaks_as, self.routing,
+                            text_of(self.rejection.user_message), self.variables())
 
     def variables(self) -> dict[str, Any]:
         """What the routing table's message templates may name (worked out once)."""
         if self.named is None:
+            rejection = self.rejection
             self.named = {
                 "tool": self.contract.name if self.contract else None,
                 "tools": self.tools,
-                "detail": self.rejection.detail,
-                **{k: v for k, v in self.rejection.extra.items() if isinstance(k, str)},
-                "args": self.arguments,
-                "actor": self.actor,
+                "detail": rejection.detail,
+                **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
+                "args": self.decided["args"] if self.decided["args"] is not None else {},
+                "actor": self.decided["actor"],
             }
         return self.named
 
 
+class _Foretold:
+    """How a rejection the express lane foresaw is routed and worded: worked out once, with
+    the tool's plan. ``agent`` and ``user`` word it for the variables a call was decided
+    on, making the rejection (``Foreseen.make``) and its messages as for any other, once
+    for both: kept in the decided variables under a key no template can name."""
+
+    __slots__ = ("foreseen", "routed", "routing", "contract", "tools")
+
+    def __init__(self, foreseen: Foreseen, routing: Routing, contract: Contract,
+                 tools: str) -> None:
+        self.foreseen, self.routing, self.contract, self.tools = \
+            foreseen, routing, contract, tools
+        self.routed = _Routed.of(foreseen.template, routing)
+
+    def messages(self, decided: dict[Any, Any]) -> _RejectionMessages:
+        messages = decided.get(_WORDED)
+        if messages is None:
+            messages = decided[_WORDED] = _RejectionMessages(
+                self.foreseen.make(decided), self.routed, self.routing, self.contract,
+                decided, self.tools)
+        return cast(_RejectionMessages, messages)
+
+    def agent(self, decided: dict[Any, Any]) -> str:
+        return self.messages(decided).agent()
+
+    def user(self, decided: dict[Any, Any]) -> str:
+        return self.messages(decided).user()
+
+
+_WORDED = object()  # the key of a foreseen rejection's messages, once made
+
+
 def _noted(agent: str | Deferred[str], note: str) -> str:
-    text = agent.compute() if isinstance(agent, Deferred) else agent
+    text = agent() if isinstance(agent, Deferred) else agent
     return f"{text} Note: {note}."
 
 

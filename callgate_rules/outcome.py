@@ -99,4 +99,4 @@ def as_decided(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any
 
 def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:
     """A message of a rejection, rendered now if it was left for later."""
-    return message.compute() if isinstance(message, Deferred) else message
+    return message() if isinstance(message, Deferred) else message

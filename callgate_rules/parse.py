@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from .documents import FLAT_AND_OPEN, Contract, InputLimits
@@ -19,6 +20,10 @@ class ParsedCall(NamedTuple):  # a tuple: made for every call, at a third of a d
     call_id: str | None
     format: str
     note: str | None = None  # e.g. "took the first of 3 calls"
+
+
+# ``ParsedCall(*fields)`` without the Python-level ``__new__`` a NamedTuple has: one C call
+_parsed_call = partial(tuple.__new__, ParsedCall)
 
 
 def one_call(
@@ -72,7 +77,7 @@ def one_call(
             extra={"field": field},
             contract=contract,
         )
-    return ParsedCall(contract, arguments, call.call_id, call.format, note)
+    return _parsed_call((contract, arguments, call.call_id, call.format, note))
 
 
 def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple, TypeGuard
 
 import msgspec
@@ -31,7 +32,14 @@ class ProposedCall(NamedTuple):  # a tuple: made for every call, at a third of a
     name: Any  # not yet checked: the model may send anything
     arguments: Any  # a JSON string or an already decoded value
     call_id: str | None
-    format: str  # openai-chat, openai-responses, anthropic, plain
+    format: str  # one of FORMATS
+
+
+FORMATS = ("openai-chat", "openai-responses", "anthropic", "plain")
+
+
+# ``ProposedCall(*fields)`` without the Python-level ``__new__`` a NamedTuple has: one C call
+_proposed_call = partial(tuple.__new__, ProposedCall)
 
 
 def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
@@ -162,8 +170,8 @@ def _one_chat_call(value: Any) -> list[ProposedCall] | None:
     if type(function) is not dict:
         return None
     call_id = item.get("id")
-    return [ProposedCall(function.get("name"), function.get("arguments"),
-                         call_id if isinstance(call_id, str) else None, "openai-chat")]
+    return [_proposed_call((function.get("name"), function.get("arguments"),
+                            call_id if isinstance(call_id, str) else None, "openai-chat"))]
 
 
 def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:

@@ -392,11 +392,8 @@ class _RuleMessages:
     __slots__ = ("contract", "rule", "variables", "rendered")
 
     def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any]) -> None:
-        reads = rule.message_reads
-        if rule.error_class == ErrorClass.NOT_FOUND:  # may speak as a missing record
-            reads |= contract.unavailable_reads
         self.contract, self.rule = contract, rule
-        self.variables = as_decided(variables, reads)
+        self.variables = as_decided(variables, violation_reads(contract, rule))
         self.rendered: tuple[str, str | None] | None = None
 
     def both(self) -> tuple[str, str | None]:
@@ -409,6 +406,13 @@ class _RuleMessages:
 
     def user(self) -> str | None:
         return self.both()[1]
+
+
+def violation_reads(contract: Contract, rule: Rule) -> frozenset[str]:
+    """The variables the messages of ``rule``'s violation may read."""
+    if rule.error_class == ErrorClass.NOT_FOUND:  # may speak as a missing record
+        return rule.message_reads | contract.unavailable_reads
+    return rule.message_reads
 
 
 def _rule_messages(contract: Contract, rule: Rule,

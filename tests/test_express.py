@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from callgate_rules import express
 from callgate_rules.decision import Decision
 from callgate_rules.gate import Gate
-from callgate_rules.outcome import Rejection
 from callgate_rules.policytest import load_tests
 from callgate_rules.scenarios import load_config_for, load_scenarios, run_scenarios
 
@@ -63,8 +62,8 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Lanes]:
 
         def counted_run(*args: Any) -> Any:
             reached, outcome = run(*args)
-            lanes.reached[f"rejected: {outcome.error_class}"
-                          if isinstance(outcome, Rejection) else reached.name] += 1
+            lanes.reached[f"rejected: {outcome.template.error_class}"
+                          if isinstance(outcome, express.Foreseen) else reached.name] += 1
             return reached, outcome
 
         lane.run = counted_run

@@ -60,21 +60,47 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from lark import Token, Tree
 
+from . import runtime
 from .codegen import Program, generate
 from .lowering import Unsupported, lower
 
-__all__ = ["compile_tree", "python_source"]
+__all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "compile_tree",
+           "python_source"]
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
+FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
+
+
+@dataclass(frozen=True)
+class Inline:
+    """An expression's code for inlining in other generated code (see ``Program.body``):
+    the lines ``return`` its value, or raise one of ``FAILURES``; ``namespace`` holds every
+    global they read, under names unique in the process."""
+
+    body: tuple[str, ...]
+    namespace: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    evaluate: Evaluator
+    inline: Inline | None
 
 
 def compile_tree(tree: Tree[Token]) -> Evaluator | None:
     """A Python function evaluating the parsed CEL expression ``tree``, or ``None`` when the
     expression needs cel-python. Run-time failures raise ``CelEvaluationError``."""
+    compiled = compile_program(tree)
+    return compiled.evaluate if compiled is not None else None
+
+
+def compile_program(tree: Tree[Token]) -> Compiled | None:
+    """``compile_tree``, with the code to inline the expression where it allows that."""
     program = _program(tree)
     if program is None:
         return None
@@ -86,7 +112,12 @@ def compile_tree(tree: Tree[Token]) -> Evaluator | None:
     except (SyntaxError, RecursionError):
         return None  # nesting beyond what CPython compiles: cel-python copes
     exec(code, program.namespace)
-    return cast(Evaluator, program.namespace["evaluate"])
+    inline = None
+    if program.body is not None:
+        namespace = {name: value for name, value in program.namespace.items()
+                     if name not in ("evaluate", "_NAMES", "__builtins__")}
+        inline = Inline(tuple(program.body), namespace)
+    return Compiled(cast(Evaluator, program.namespace["evaluate"]), inline)
 
 
 def python_source(tree: Tree[Token]) -> str | None:

@@ -95,11 +95,24 @@ class _Function:
 
 
 class Program:
-    """The generated source and the globals it runs with."""
+    """The generated source and the globals it runs with.
 
-    def __init__(self, source: str, namespace: dict[str, Any]) -> None:
+    ``body``: the lines of ``evaluate`` inside its ``try``, for a caller that inlines the
+    expression in its own generated code (the express lane): they read ``variables``,
+    ``return`` the value and raise one of ``_FAILURES`` for a CEL error. ``None`` when they
+    would bind locals a caller may use itself (a top-level macro binds its variable). Every
+    name the code binds in its globals, constants and helper functions, is unique in the
+    process, so the globals of several programs can be merged."""
+
+    def __init__(self, source: str, namespace: dict[str, Any], body: list[str] | None) -> None:
         self.source = source
         self.namespace = namespace
+        self.body = body
+
+
+# Shared by every generator, so that no two programs bind one name to different values.
+_function_numbers = itertools.count(1)
+_constant_numbers = itertools.count(1)
 
 
 def generate(root: Node) -> Program:
@@ -110,8 +123,6 @@ class _Generator:
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = dict(_RUNTIME_NAMESPACE)
         self.functions: list[_Function] = []
-        self.function_numbers = itertools.count(1)
-        self.constant_numbers = itertools.count(1)
 
     def program(self, root: Node) -> Program:
         self.namespace["_NAMES"] = variables_read(root)
@@ -124,7 +135,8 @@ class _Generator:
             "    raise _translate(_caught, variables, _NAMES) from None",
         ]
         source = "\n\n".join(function.source() for function in [*self.functions, main])
-        return Program(source + "\n", self.namespace)
+        return Program(source + "\n", self.namespace,
+                       None if isinstance(root, Comprehension) else body)
 
     # Statements ------------------------------------------------------------------------------
 
@@ -228,7 +240,7 @@ class _Generator:
     def helper_call(self, node: Node, kind: str) -> str:
         """Move ``node`` into its own generated function; return the call expression."""
         parameters = ["variables", *sorted(free_locals(node))]
-        helper = _Function(f"_{kind}_{next(self.function_numbers)}", parameters)
+        helper = _Function(f"_{kind}_{next(_function_numbers)}", parameters)
         helper.body = self.returning(node, helper)
         self.functions.append(helper)
         return f"{helper.name}({', '.join(parameters)})"
@@ -359,7 +371,7 @@ class _Generator:
         if value_type is int or (value_type is float and math.isfinite(value)):
             text = repr(value)
             return f"({text})" if text.startswith("-") else text
-        name = f"_k{next(self.constant_numbers)}"
+        name = f"_k{next(_constant_numbers)}"
         self.namespace[name] = value
         return name
 

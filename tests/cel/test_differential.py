@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.cel import CelEvaluationError, parse
+from callgate_rules import express
+from callgate_rules.cel import CelEvaluationError, compile_expression, parse
 from callgate_rules.celcompiler import compile_tree
 from callgate_rules.celcompiler.conformance import cel_python_evaluator, same_value
 
@@ -305,3 +306,54 @@ def test_compiled_never_contradicts_cel_python(source: str, data: dict[str, Any]
         )
         return
     assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
+
+
+# Inlined code (the express lane's) ---------------------------------------------------------
+
+
+def inlined(source: str) -> Callable[[Mapping[str, Any]], Any] | None:
+    """``source`` as the express lane runs it: its compiled code inlined in a function of
+    the lane's shape, any failure an error; ``None`` when the compiler gives no inline code."""
+    expression = compile_expression(source)
+    if expression.inline is None:
+        return None
+    writer = express._Writer()
+    lines = ["def run(variables):", "    try:",
+             *writer.evaluation("_whole", expression, "        "),
+             "    except _FAILURES as failure:", "        return _Failed(failure)",
+             "    return value"]
+    writer.namespace["_Failed"] = _Failed
+    exec("\n".join(lines), writer.namespace)
+    return cast(Callable[[Mapping[str, Any]], Any], writer.namespace["run"])
+
+
+class _Failed:
+    def __init__(self, failure: BaseException) -> None:
+        self.failure = failure
+
+
+@SETTINGS
+@given(source=expressions, data=st.one_of(typed_data, untyped_data))
+def test_inlined_code_agrees_with_the_function(source: str, data: dict[str, Any]) -> None:
+    """Value for value and error for error: the lane hands an erring call over to the
+    general step, which evaluates the function and words the error."""
+    run = inlined(source)
+    if run is None:  # a top-level macro: the lane calls the function
+        return
+    expression = compile_expression(source)
+    try:
+        expected: Any = expression.evaluate(data)
+    except CelEvaluationError:
+        expected = _Failed
+    got = run(data)
+    if expected is _Failed:
+        assert isinstance(got, _Failed), f"{source!r} on {data!r}: inlined gave {got!r}"
+    else:
+        assert not isinstance(got, _Failed), f"{source!r} on {data!r}: {got.failure!r}"
+        assert same_value(expected, got), f"{source!r} on {data!r}: {got!r} != {expected!r}"
+
+
+def test_logic_chains_and_has_are_inlined_as_loops() -> None:
+    for source in ("i > 0 && has(m.a) || s == 'a'", "has(m.d.e)", "!(i > 1 || j < 2)"):
+        assert inlined(source) is not None, source
+    assert compile_expression("l.all(x, x > 0)").inline is None  # a top-level macro: a call
