@@ -182,7 +182,11 @@ class _Writer:
             lines += [f"    if not {bind('_actor_valid', policies.actor_valid)}(actor):",
                       "        return _NOTHING"]
         if policies.session_validator is not None:
-            lines += [f"    if not {bind('_session_valid', policies.session_valid)}(session):",
+            valid = bind("_session_valid", policies.session_valid)
+            # Most hosts pass no session: when the schema takes an empty one, it is not
+            # checked again for every call.
+            empty_holds = policies.session_valid is not None and policies.session_valid({})
+            lines += [f"    if {'session and ' if empty_holds else ''}not {valid}(session):",
                       "        return _NOTHING"]
         lines += ["    variables['args'] = arguments", "    variables['actor'] = actor",
                   "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",

@@ -769,13 +769,16 @@ class _RejectionMessages:
     """A rejected call's agent and user messages, put together when first read: from the
     rejection's own words, the routing table's and the route's advice."""
 
-    __slots__ = ("rejection", "routed", "routing", "contract", "decided", "tools", "named")
+    __slots__ = ("rejection", "routed", "routing", "contract", "arguments", "actor", "tools",
+                 "named")
 
     def __init__(self, rejection: Rejection, routed: _Routed, routing: Routing,
                  contract: Contract | None, decided: Mapping[str, Any], tools: str) -> None:
-        """``decided``: the arguments and the actor as decided on (``args``, ``actor``)."""
+        """``decided``: the arguments and the actor as decided on (``args``, ``actor``);
+        only those two are kept (a foreseen rejection keeps this object in ``decided``)."""
         self.rejection, self.routed, self.routing = rejection, routed, routing
-        self.contract, self.decided, self.tools = contract, decided, tools
+        self.contract, self.tools = contract, tools
+        self.arguments, self.actor = decided["args"], decided["actor"]
         self.named: dict[str, Any] | None = None
 
     def agent(self) -> str:
@@ -797,8 +800,8 @@ class _RejectionMessages:
                 "tools": self.tools,
                 "detail": rejection.detail,
                 **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
-                "args": self.decided["args"] if self.decided["args"] is not None else {},
-                "actor": self.decided["actor"],
+                "args": self.arguments if self.arguments is not None else {},
+                "actor": self.actor,
             }
         return self.named
 

@@ -200,6 +200,31 @@ def test_shadowed_access_and_special_lookups_decide_alike(
     assert both_ways.reached == ({lane: 1} if lane else {})
 
 
+SESSION_REQUIRED = TINY_ACCESS.replace("spec:\n", """spec:
+  session:
+    type: object
+    required: [authenticated]
+    properties: {authenticated: {type: boolean}}
+""", 1)
+
+
+@pytest.mark.parametrize(("session", "lane"), [
+    (None, "NOTHING"),  # the schema asks for a field: an empty session is checked too
+    ({"authenticated": True}, "EVERYTHING"),
+    ({"authenticated": "yes"}, "NOTHING"),
+])
+def test_a_session_schema_that_refuses_an_empty_session_decides_alike(
+        both_ways: Lanes, tmp_path: Path, ref: Any, compile_gate: Any,
+        session: dict[str, Any] | None, lane: str) -> None:
+    ref.write(tmp_path / "tools.yaml", TINY_TOOLS)
+    ref.write(tmp_path / "access.yaml", SESSION_REQUIRED)
+    gate = compile_gate(tmp_path, world=TINY_WORLD)
+    decision = gate.check({"name": "echo", "arguments": {"text": "hi"}},
+                          actor={"id": "U-1", "tenant": "acme"}, now=NOW, session=session)
+    assert both_ways.reached == {lane: 1}
+    assert decision.allowed == (session == {"authenticated": True})
+
+
 tickets = st.sampled_from(["T-1001", "T-1002", "T-1003", "T-2001", "T-9999", "T-1", 7, None])
 people = st.sampled_from(["U-7", "U-8", "U-9", "U-20", "U-99999", "bob", None])
 dates = st.sampled_from(["2026-12-15T09:00:00Z", "2026-01-01T00:00:00Z", "2026-11-29T12:00:00Z",
