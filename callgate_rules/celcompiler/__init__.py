@@ -58,6 +58,7 @@ cel-python's qualified-name lookup does; callgate binds plain identifiers.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ __all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "compile_tree",
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
+_NAME = re.compile(r"\b_\w+")  # every global of generated code starts with "_"
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,10 @@ def compile_program(tree: Tree[Token]) -> Compiled | None:
     exec(code, program.namespace)
     inline = None
     if program.body is not None:
-        namespace = {name: value for name, value in program.namespace.items()
-                     if name not in ("evaluate", "_NAMES", "__builtins__")}
-        inline = Inline(tuple(program.body), namespace)
+        # just the globals the lines name (a helper function keeps the program's own)
+        named = set(_NAME.findall("\n".join(program.body)))
+        inline = Inline(tuple(program.body), {name: value for name, value
+                                              in program.namespace.items() if name in named})
     return Compiled(cast(Evaluator, program.namespace["evaluate"]), inline)
 
 
