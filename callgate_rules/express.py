@@ -12,8 +12,8 @@ It decides against a call only in the plainest cases, and then in the general st
 words: an enforced deny rule that is true, no allow rule true (``authorize.denial``), an
 enforced business rule that is false (``validate.violation``). Each such rejection is
 ``Foreseen``: made once, when the lane is written, with every field but its messages, so that
-a rejected call costs about what a passed one does. At anything else (a schema
-or actor that does not hold, no record or several, an evaluation error, a shadow mode, a
+a rejected call costs about what a passed one does. At anything else (a schema,
+actor or session that does not hold, no record or several, an evaluation error, a shadow mode, a
 rule asking for confirmation) it stops and reports how far the call got; the general step
 then runs from that point and decides, with its messages, shadow verdicts and error
 handling. So the general steps stay the one definition of what a check means
@@ -127,6 +127,10 @@ class ExpressLane:
         return cls(contract, policies, denies, allows, reads_provenance, example)
 
 
+# A return inside a loop cannot become a break: the break would leave only that loop.
+_LOOPS = ("for ", "while ", "async ")
+
+
 class _Writer:
     """Writes a lane's source; every value it needs is bound in ``namespace`` by name."""
 
@@ -149,8 +153,9 @@ class _Writer:
         ``_FAILURES``: its compiled code inlined where it allows that, else a call of its
         function, bound as ``name``."""
         inline = expression.inline
-        if inline is None or any(self.namespace.get(key, value) is not value
-                                 for key, value in inline.namespace.items()):
+        if inline is None or any(line.lstrip().startswith(_LOOPS) for line in inline.body) \
+                or any(self.namespace.get(key, value) is not value
+                       for key, value in inline.namespace.items()):
             return [f"{pad}{target} = {self.bind(name, expression.evaluate)}(variables)"]
         self.namespace.update(inline.namespace)
         body = inline.body

@@ -269,8 +269,8 @@ class Gate:
         trace = progress.trace
 
         calls = propose.read(model_output, limits)  # 1 PROPOSE
-        trace.append(_ONE_CALL_IN[calls[0].format] if len(calls) == 1 else
-                     ("propose", "format", calls[0].format, f"{len(calls)} calls"))
+        trace.append((_ONE_CALL_IN.get(calls[0].format) if len(calls) == 1 else None)
+                     or _proposed(calls[0].format, len(calls)))
         call = progress.call = parse.one_call(calls, self.config.contracts, limits)  # 2 PARSE
         contract = call.contract
         plans = self._plan
@@ -688,10 +688,10 @@ class Gate:
                    "tool": variables["tool"]}
         if foreseen.more_reads:
             decided.update(as_decided(variables, foreseen.more_reads))
+        worded = _Worded(told, decided)
         return self._decision(
             told.routed.route, rejection.error_class, rejection.rule,
-            Deferred(_Foretold.agent, told, decided), Deferred(_Foretold.user, told, decided),
-            rejection.detail,
+            Deferred(_Worded.agent, worded), Deferred(_Worded.user, worded), rejection.detail,
             progress, actor, request_id, started, rejection.candidates, rejection.extra,
             decided)
 
@@ -757,8 +757,13 @@ class Gate:
 
 # Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
 _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
-_ONE_CALL_IN: dict[str, RawTraceEntry] = {
-    format: ("propose", "format", format, "1 call") for format in propose.FORMATS}
+
+
+def _proposed(format: str, calls: int) -> RawTraceEntry:
+    return ("propose", "format", format, "1 call" if calls == 1 else f"{calls} calls")
+
+
+_ONE_CALL_IN = {format: _proposed(format, 1) for format in propose.FORMATS}  # made once
 _NOTHING, _LOOKING_UP, _REFERENCES = Reached.NOTHING, Reached.LOOKING_UP, Reached.REFERENCES
 _AUTHORIZED, _EVERYTHING, _REJECTED = Reached.AUTHORIZED, Reached.EVERYTHING, Reached.REJECTED
 _EXECUTE = Route.EXECUTE
@@ -774,8 +779,7 @@ class _RejectionMessages:
 
     def __init__(self, rejection: Rejection, routed: _Routed, routing: Routing,
                  contract: Contract | None, decided: Mapping[str, Any], tools: str) -> None:
-        """``decided``: the arguments and the actor as decided on (``args``, ``actor``);
-        only those two are kept (a foreseen rejection keeps this object in ``decided``)."""
+        """``decided``: the arguments and the actor as decided on (``args``, ``actor``)."""
         self.rejection, self.routed, self.routing = rejection, routed, routing
         self.contract, self.tools = contract, tools
         self.arguments, self.actor = decided["args"], decided["actor"]
@@ -808,9 +812,7 @@ class _RejectionMessages:
 
 class _Foretold:
     """How a rejection the express lane foresaw is routed and worded: worked out once, with
-    the tool's plan. ``agent`` and ``user`` word it for the variables a call was decided
-    on, making the rejection (``Foreseen.make``) and its messages as for any other, once
-    for both: kept in the decided variables under a key no template can name."""
+    the tool's plan."""
 
     __slots__ = ("foreseen", "routed", "routing", "contract", "tools")
 
@@ -820,22 +822,34 @@ class _Foretold:
             foreseen, routing, contract, tools
         self.routed = _Routed.of(foreseen.template, routing)
 
-    def messages(self, decided: dict[Any, Any]) -> _RejectionMessages:
-        messages = decided.get(_WORDED)
-        if messages is None:
-            messages = decided[_WORDED] = _RejectionMessages(
-                self.foreseen.make(decided), self.routed, self.routing, self.contract,
-                decided, self.tools)
-        return cast(_RejectionMessages, messages)
-
-    def agent(self, decided: dict[Any, Any]) -> str:
-        return self.messages(decided).agent()
-
-    def user(self, decided: dict[Any, Any]) -> str:
-        return self.messages(decided).user()
+    def messages(self, decided: Mapping[str, Any]) -> _RejectionMessages:
+        """The messages for the variables a call was decided on: the rejection made
+        (``Foreseen.make``) and worded as any other."""
+        return _RejectionMessages(self.foreseen.make(decided), self.routed, self.routing,
+                                  self.contract, decided, self.tools)
 
 
-_WORDED = object()  # the key of a foreseen rejection's messages, once made
+class _Worded:
+    """One foreseen rejection's messages, made on the first read of either and kept for
+    the other. Its own object, so that a first read changes nothing a host may be
+    copying (``decided`` is never written to)."""
+
+    __slots__ = ("told", "decided", "made")
+
+    def __init__(self, told: _Foretold, decided: Mapping[str, Any]) -> None:
+        self.told, self.decided = told, decided
+        self.made: _RejectionMessages | None = None
+
+    def messages(self) -> _RejectionMessages:
+        if self.made is None:
+            self.made = self.told.messages(self.decided)
+        return self.made
+
+    def agent(self) -> str:
+        return self.messages().agent()
+
+    def user(self) -> str:
+        return self.messages().user()
 
 
 def _noted(agent: str | Deferred[str], note: str) -> str:

@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import json
 import pickle
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -118,6 +119,30 @@ def test_an_unread_decision_can_be_copied(gate: Gate, dana: dict[str, Any], now:
         copied = copy.deepcopy(decision)  # before anything is read
         assert read_all(copied) == read_all(decision)
 
+
+
+class _ReadsWhileCopied:
+    """A host value in the actor whose deep copy reads, from another thread, a message of
+    the decision being copied: as a request thread may while a logger copies it."""
+
+    decision: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _ReadsWhileCopied:
+        reader = threading.Thread(target=lambda: self.decision.agent_message)
+        reader.start()
+        reader.join()
+        return _ReadsWhileCopied()
+
+
+def test_a_decision_can_be_copied_while_its_messages_are_first_read(
+        gate: Gate, dana: dict[str, Any], now: Any) -> None:
+    for call in (Calls.follow_up(ticketId="T-2001"), Calls.follow_up(dueAt="2026-01-01T00:00:00Z")):
+        hook = _ReadsWhileCopied()
+        decision = gate.check(call, actor={**dana, "hook": hook}, now=now, request_id="r")
+        hook.decision = decision
+        copied = copy.deepcopy(decision)  # a first read happens half-way through
+        assert copied.agent_message == decision.agent_message
+        assert copied.error_class == decision.error_class
 
 ROUTING_AFTER_EXECUTION = """\
 apiVersion: callgate/v1

@@ -82,7 +82,8 @@ _NAME = re.compile(r"\b_\w+")  # every global of generated code starts with "_"
 class Inline:
     """An expression's code for inlining in other generated code (see ``Program.body``):
     the lines ``return`` its value, or raise one of ``FAILURES``; ``namespace`` holds every
-    global they read, under names unique in the process."""
+    global they read: runtime functions, shared by every program, and constants and helper
+    functions, named uniquely in the process."""
 
     body: tuple[str, ...]
     namespace: Mapping[str, Any]

@@ -99,10 +99,11 @@ class Program:
 
     ``body``: the lines of ``evaluate`` inside its ``try``, for a caller that inlines the
     expression in its own generated code (the express lane): they read ``variables``,
-    ``return`` the value and raise one of ``_FAILURES`` for a CEL error. ``None`` when they
-    would bind locals a caller may use itself (a top-level macro binds its variable). Every
-    name the code binds in its globals, constants and helper functions, is unique in the
-    process, so the globals of several programs can be merged."""
+    ``return`` the value and raise one of ``_FAILURES`` for a CEL error, and bind no local
+    but ``_``-prefixed temporaries. ``None`` for a top-level macro, whose ``return`` sits in
+    a loop. Constants and helper functions are numbered across the process, so the globals
+    of several programs' bodies can be merged (``_NAMES``, which differs, is read only by
+    ``evaluate``'s own error handling, never by a body)."""
 
     def __init__(self, source: str, namespace: dict[str, Any], body: list[str] | None) -> None:
         self.source = source

@@ -16,6 +16,7 @@ cel-python (``string()`` of a bool, double division by zero).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -26,7 +27,7 @@ from hypothesis import strategies as st
 
 from callgate_rules import express
 from callgate_rules.cel import CelEvaluationError, compile_expression, parse
-from callgate_rules.celcompiler import compile_tree
+from callgate_rules.celcompiler import Inline, compile_tree
 from callgate_rules.celcompiler.conformance import cel_python_evaluator, same_value
 
 Strategy = st.SearchStrategy[str]
@@ -357,3 +358,11 @@ def test_logic_chains_and_has_are_inlined_as_loops() -> None:
     for source in ("i > 0 && has(m.a) || s == 'a'", "has(m.d.e)", "!(i > 1 || j < 2)"):
         assert inlined(source) is not None, source
     assert compile_expression("l.all(x, x > 0)").inline is None  # a top-level macro: a call
+
+
+def test_code_with_a_loop_is_called_not_inlined() -> None:
+    """A return inside a loop cannot become a break (it would leave only the loop)."""
+    expression = compile_expression("i > 0")
+    looping = dataclasses.replace(expression, inline=Inline(
+        ("for _x in variables['l']:", "    return _x", "return 0"), {}))
+    assert express._Writer().evaluation("_e", looping, "") == ["value = _e(variables)"]
