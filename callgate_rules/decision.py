@@ -46,6 +46,18 @@ class Deferred(partial[T], Generic[T]):
     __slots__ = ()
 
 
+class DeferredMessages(partial[tuple[str, str]]):
+    """A rejection's agent and user messages, worked out together on the first read of
+    either: ``DeferredMessages(function, *arguments)`` stands for ``function(*arguments)``,
+    the pair (agent, user). Both fields are given the same object: one to make for a
+    rejected call instead of one per message."""
+
+    __slots__ = ()
+
+
+MESSAGE_FIELDS = ("agent_message", "user_message")  # in a DeferredMessages' order
+
+
 # One lock for every first read of a deferred field, so two threads reading one decision's
 # log see the same record (it may hold a request ID drawn on that read).
 _FIRST_READ = threading.Lock()
@@ -76,16 +88,23 @@ class _DeferredField(Generic[T]):
             if not self.default:
                 raise AttributeError(self.name)
             return self.default[0]
-        value = instance.__dict__[self.name]
-        if type(value) is Deferred:
+        fields = instance.__dict__
+        value = fields[self.name]
+        if type(value) is Deferred or type(value) is DeferredMessages:
             with _FIRST_READ:
-                value = instance.__dict__[self.name]
+                value = fields[self.name]
                 if type(value) is Deferred:
-                    value = instance.__dict__[self.name] = value()
+                    value = fields[self.name] = value()
+                elif type(value) is DeferredMessages:
+                    # each field the pair stands for gets its own message
+                    for name, message in zip(MESSAGE_FIELDS, value(), strict=True):
+                        if fields[name] is value:
+                            fields[name] = message
+                    value = fields[self.name]
         result: T = value
         return result
 
-    def __set__(self, instance: object, value: T | Deferred[T]) -> None:
+    def __set__(self, instance: object, value: T | Deferred[T] | DeferredMessages) -> None:
         instance.__dict__[self.name] = value
 
 
@@ -137,8 +156,8 @@ class Decision:
         tool: str | None,
         contract_version: str | None,
         rule: str | None,
-        agent_message: str | Deferred[str],
-        user_message: str | Deferred[str],
+        agent_message: str | Deferred[str] | DeferredMessages,
+        user_message: str | Deferred[str] | DeferredMessages,
         log: Mapping[str, Any] | Deferred[Mapping[str, Any]],
         versions: Mapping[str, str],
         trace: tuple[TraceEntry, ...] | Deferred[tuple[TraceEntry, ...]],

@@ -27,7 +27,15 @@ from typing import Any, NamedTuple, cast
 from . import authorize, confirmation, decision_log, parse, propose, provenance, validate
 from .canonical import arguments_hash, operation_id
 from .compiler import load
-from .decision import Decision, Deferred, RawTraceEntry, ShadowVerdict, TraceEntry, trace_entries
+from .decision import (
+    Decision,
+    Deferred,
+    DeferredMessages,
+    RawTraceEntry,
+    ShadowVerdict,
+    TraceEntry,
+    trace_entries,
+)
 from .decision_log import DecisionLog
 from .documents import Contract, GateConfig, LimitPath, Routing
 from .errors import ConfirmationError, ErrorClass, Route
@@ -660,14 +668,15 @@ class Gate:
             progress.contract_only = rejection.contract
         contract, call = progress.contract, progress.call
         # the arguments and the actor as decided on, should the host change them afterwards
-        decided = {"args": dict(call.arguments) if call is not None else None,
-                   "actor": dict(actor)}
-        messages = _RejectionMessages(rejection, routed, routing, contract, decided,
-                                      self._plan.tool_list)
+        arguments = dict(call.arguments) if call is not None else None
+        decided_actor = dict(actor)
+        messages = DeferredMessages(_RejectionMessages(
+            rejection, routed, routing, contract, arguments, decided_actor,
+            self._plan.tool_list).both)
         return self._decision(
-            routed.route, rejection.error_class, rejection.rule, Deferred(messages.agent),
-            Deferred(messages.user), rejection.detail, progress, actor, request_id, started,
-            rejection.candidates, rejection.extra, decided)
+            routed.route, rejection.error_class, rejection.rule, messages, messages,
+            rejection.detail, progress, actor, request_id, started, rejection.candidates,
+            rejection.extra, decided_actor, arguments)
 
     def _foreseen(
         self,
@@ -684,24 +693,22 @@ class Gate:
         told = progress.plan.foretold[foreseen]
         progress.trace.append(told.routed.entry)
         rejection, variables = foreseen.template, progress.variables
-        decided = {"args": dict(variables["args"]), "actor": dict(actor),
-                   "tool": variables["tool"]}
-        if foreseen.more_reads:
-            decided.update(as_decided(variables, foreseen.more_reads))
-        worded = _Worded(told, decided)
+        arguments, decided_actor = dict(variables["args"]), dict(actor)
+        messages = DeferredMessages(
+            _Foretold.messages, told, arguments, decided_actor,
+            as_decided(variables, foreseen.more_reads) if foreseen.more_reads else None)
         return self._decision(
-            told.routed.route, rejection.error_class, rejection.rule,
-            Deferred(_Worded.agent, worded), Deferred(_Worded.user, worded), rejection.detail,
-            progress, actor, request_id, started, rejection.candidates, rejection.extra,
-            decided)
+            told.routed.route, rejection.error_class, rejection.rule, messages, messages,
+            rejection.detail, progress, actor, request_id, started, rejection.candidates,
+            rejection.extra, decided_actor, arguments)
 
     def _decision(
         self,
         route: Route,
         error_class: ErrorClass | None,
         rule: str | None,
-        agent: str | Deferred[str],
-        user: str | Deferred[str],
+        agent: str | Deferred[str] | DeferredMessages,
+        user: str | Deferred[str] | DeferredMessages,
         detail: str,
         progress: _Progress,
         actor: Mapping[str, Any],
@@ -709,10 +716,11 @@ class Gate:
         started: float,
         candidates: tuple[Mapping[str, Any], ...] = (),
         extra: Mapping[str, Any] | None = None,
-        decided: Mapping[str, Any] | None = None,
+        decided_actor: dict[str, Any] | None = None,
+        decided_arguments: dict[str, Any] | None = None,
     ) -> Decision:
-        """``decided``: the arguments and the actor copied as decided on (``args``,
-        ``actor``), when the caller has made that copy already."""
+        """``decided_actor``, ``decided_arguments``: the actor and the arguments copied as
+        decided on, when the caller has made those copies already."""
         elapsed, decided_at = time.perf_counter() - started, time.time()
         call = progress.call
         contract = call.contract if call is not None else progress.contract_only
@@ -735,11 +743,9 @@ class Gate:
         shadow = tuple(progress.shadow) if progress.shadow else ()
         # The log record is put together when someone first reads ``decision.log``. What the
         # host handed in and may change afterwards is copied now, one level deep.
-        if decided is None:
+        if decided_actor is None:
             decided_actor = dict(actor)
             decided_arguments = dict(call.arguments) if call is not None else None
-        else:
-            decided_actor, decided_arguments = decided["actor"], decided["args"]
         log: Deferred[Mapping[str, Any]] = Deferred(
             _log_record, decided_at, request_id, contract, call, decided_versions, route,
             error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
@@ -778,12 +784,16 @@ class _RejectionMessages:
                  "named")
 
     def __init__(self, rejection: Rejection, routed: _Routed, routing: Routing,
-                 contract: Contract | None, decided: Mapping[str, Any], tools: str) -> None:
-        """``decided``: the arguments and the actor as decided on (``args``, ``actor``)."""
+                 contract: Contract | None, arguments: Mapping[str, Any] | None,
+                 actor: Mapping[str, Any], tools: str) -> None:
+        """``arguments``, ``actor``: as decided on (copies the host cannot change)."""
         self.rejection, self.routed, self.routing = rejection, routed, routing
         self.contract, self.tools = contract, tools
-        self.arguments, self.actor = decided["args"], decided["actor"]
+        self.arguments, self.actor = arguments, actor
         self.named: dict[str, Any] | None = None
+
+    def both(self) -> tuple[str, str]:
+        return self.agent(), self.user()
 
     def agent(self) -> str:
         rejection, routed = self.rejection, self.routed
@@ -822,38 +832,20 @@ class _Foretold:
             foreseen, routing, contract, tools
         self.routed = _Routed.of(foreseen.template, routing)
 
-    def messages(self, decided: Mapping[str, Any]) -> _RejectionMessages:
-        """The messages for the variables a call was decided on: the rejection made
-        (``Foreseen.make``) and worded as any other."""
+    def messages(self, arguments: dict[str, Any], actor: dict[str, Any],
+                 more: dict[str, Any] | None) -> tuple[str, str]:
+        """The agent and user messages for the values a call was decided on (``more``:
+        those of ``Foreseen.more_reads``): the rejection made (``Foreseen.make``) and
+        worded as any other."""
+        decided = {"args": arguments, "actor": actor, "tool": self.contract.name,
+                   **(more or {})}
         return _RejectionMessages(self.foreseen.make(decided), self.routed, self.routing,
-                                  self.contract, decided, self.tools)
+                                  self.contract, arguments, actor, self.tools).both()
 
 
-class _Worded:
-    """One foreseen rejection's messages, made on the first read of either and kept for
-    the other. Its own object, so that a first read changes nothing a host may be
-    copying (``decided`` is never written to)."""
-
-    __slots__ = ("told", "decided", "made")
-
-    def __init__(self, told: _Foretold, decided: Mapping[str, Any]) -> None:
-        self.told, self.decided = told, decided
-        self.made: _RejectionMessages | None = None
-
-    def messages(self) -> _RejectionMessages:
-        if self.made is None:
-            self.made = self.told.messages(self.decided)
-        return self.made
-
-    def agent(self) -> str:
-        return self.messages().agent()
-
-    def user(self) -> str:
-        return self.messages().user()
-
-
-def _noted(agent: str | Deferred[str], note: str) -> str:
-    text = agent() if isinstance(agent, Deferred) else agent
+def _noted(agent: str | Deferred[str] | DeferredMessages, note: str) -> str:
+    text = agent()[0] if isinstance(agent, DeferredMessages) else \
+        agent() if isinstance(agent, Deferred) else agent
     return f"{text} Note: {note}."
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from callgate_rules import Run
 from callgate_rules.compiler import load
+from callgate_rules.decision import MESSAGE_FIELDS
 from callgate_rules.gate import Gate
 from callgate_rules.scenarios import FakeClock
 from callgate_rules.simulator import Simulator, faults_by_tool
@@ -175,3 +176,33 @@ def test_routing_messages_fill_actor_after_execution_and_on_the_limit_path(
         "Refused for U-7 on T-1001. Do not retry this call.", "Sorry U-7.")
     limited = gate.handle(Calls.follow_up(), actor=dana, request_id="r2", run=run)
     assert limited.agent_message.startswith("Enough for U-7 on createFollowUp (T-1001): ")
+
+
+def test_both_messages_come_out_alike_whichever_is_read_first(
+        tmp_path: Any, ref: Any, compile_gate: Any, reference_world: Any,
+        dana: dict[str, Any], now: Any) -> None:
+    """A rejection's two messages are made together on the first read of either; with
+    several calls taken by "first", the agent message carries the note and the user
+    message does not."""
+    from .test_steps import SMALL_LIMITS_ROUTING
+
+    contracts, policies = ref.copy(tmp_path, SMALL_LIMITS_ROUTING)
+    first = compile_gate(contracts, policies, world=reference_world)
+    past = Calls.follow_up_args(dueAt="2026-01-01T00:00:00Z")
+    two_calls = {"role": "assistant", "tool_calls": [
+        Calls.openai_tool_call("createFollowUp", past, "c1"),
+        Calls.openai_tool_call("sendEmail", {"to": "x@example.com"}, "c2")]}
+    for gate_ in (first, compile_gate(world=reference_world)):
+        for call in (Calls.follow_up(ticketId="T-2001"), Calls.follow_up(urgent=1),
+                     Calls.plain("createFollowUp", past), two_calls):
+            if call is two_calls and gate_ is not first:
+                continue
+            seen = []
+            for order in (MESSAGE_FIELDS, MESSAGE_FIELDS[::-1]):
+                decision = gate_.check(call, actor=dana, now=now, request_id="r")
+                seen.append({name: getattr(decision, name) for name in order})
+            assert seen[0] == seen[1]
+            assert all(isinstance(text, str) and text for text in seen[0].values())
+            noted = "Note: took the first of 2 calls" in seen[0]["agent_message"]
+            assert noted == (call is two_calls)
+            assert "Note:" not in seen[0]["user_message"]
