@@ -11,10 +11,10 @@ and appends the same trace entries the general steps would.
 It decides against a call only in the plainest cases, and then in the general step's own
 words: an enforced deny rule that is true, no allow rule true (``authorize.denial``), an
 enforced business rule that is false (``validate.violation``). Each such rejection is
-``Foreseen``: made once, when the lane is written, with every field but its messages, so that
-a rejected call costs about what a passed one does. At anything else (a schema,
-actor or session that does not hold, no record or several, an evaluation error, a shadow mode, a
-rule asking for confirmation) it stops and reports how far the call got; the general step
+``Foreseen``: made once, when the lane is written, with every field but its messages, so
+that a rejected call costs about what a passed one does. At anything else (a schema,
+actor or session that does not hold, no record or several, an evaluation error, a shadow
+mode, a rule asking for confirmation) it stops and reports how far the call got; the general step
 then runs from that point and decides, with its messages, shadow verdicts and error
 handling. So the general steps stay the one definition of what a check means
 (tests/test_express.py holds the two to the same decisions on every reference call,
@@ -169,7 +169,8 @@ class _Writer:
                 lines += [f"{indent}{target} = {code.removeprefix('return ')}", f"{indent}break"]
             else:
                 lines.append(f"{indent}{code}")
-        return lines
+        # never reached by the code the compiler writes; the function would return None
+        return [*lines, f"{pad}    {target} = None", f"{pad}    break"]
 
     def bind(self, name: str, value: Any) -> str:
         self.namespace[name] = value

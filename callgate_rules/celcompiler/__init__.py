@@ -91,6 +91,8 @@ class Inline:
 
 @dataclass(frozen=True)
 class Compiled:
+    """An expression compiled: its function, and its code to inline if it allows that."""
+
     evaluate: Evaluator
     inline: Inline | None
 
