@@ -46,7 +46,12 @@ class Deferred(partial[T], Generic[T]):
     __slots__ = ()
 
 
-class DeferredMessages(partial[tuple[str, str]]):
+# A message of a pair: its text, or, when it could not be rendered, what fails again on
+# each read of it, as a message of its own would (the other message is read all the same).
+PairedMessage = str | Deferred[str]
+
+
+class DeferredMessages(partial[tuple[PairedMessage, PairedMessage]]):
     """A rejection's agent and user messages, worked out together on the first read of
     either: ``DeferredMessages(function, *arguments)`` stands for ``function(*arguments)``,
     the pair (agent, user). Both fields are given the same object: one to make for a
@@ -64,7 +69,9 @@ _FIRST_READ = threading.Lock()
 
 
 class _DeferredField(Generic[T]):
-    """A dataclass field that may be given a ``Deferred``, computed once on first read.
+    """A dataclass field that may be given a ``Deferred``, computed once on first read; or,
+    for the two messages, one ``DeferredMessages``, which the first read of either field
+    turns into both messages.
 
     The value lives in the instance's ``__dict__`` under the field's own name; this data
     descriptor on the class comes first in attribute look-up, so every read goes through
@@ -101,6 +108,8 @@ class _DeferredField(Generic[T]):
                         if fields[name] is value:
                             fields[name] = message
                     value = fields[self.name]
+                    if type(value) is Deferred:  # this one could not be rendered
+                        value = value()
         result: T = value
         return result
 
@@ -184,6 +193,19 @@ class Decision:
     @property
     def allowed(self) -> bool:
         return self.error_class is None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``pickle`` and ``copy`` take: every field read, so that a decision still
+        unread copies (its deferred parts may hold what cannot be pickled) and a copy and
+        its original tell the same (the log's request ID is drawn once). A message that
+        cannot be rendered is copied as it is, to fail again when the copy reads it."""
+        state = {}
+        for name in list(self.__dict__):
+            try:
+                state[name] = getattr(self, name)
+            except Exception:
+                state[name] = self.__dict__[name]
+        return state
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``callgate check --format json``."""

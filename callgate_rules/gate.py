@@ -31,6 +31,7 @@ from .decision import (
     Decision,
     Deferred,
     DeferredMessages,
+    PairedMessage,
     RawTraceEntry,
     ShadowVerdict,
     TraceEntry,
@@ -739,7 +740,10 @@ class Gate:
         versions = dict(decided_versions)
         if call is not None and call.note:
             # several calls and the policy took one: the model must hear the others did not run
-            agent = Deferred(_noted, agent, call.note)
+            if isinstance(agent, DeferredMessages):
+                agent = user = DeferredMessages(_noted_pair, agent, call.note)
+            else:
+                agent = Deferred(_noted, agent, call.note)
         shadow = tuple(progress.shadow) if progress.shadow else ()
         # The log record is put together when someone first reads ``decision.log``. What the
         # host handed in and may change afterwards is copied now, one level deep.
@@ -792,8 +796,8 @@ class _RejectionMessages:
         self.arguments, self.actor = arguments, actor
         self.named: dict[str, Any] | None = None
 
-    def both(self) -> tuple[str, str]:
-        return self.agent(), self.user()
+    def both(self) -> tuple[PairedMessage, PairedMessage]:
+        return _rendered(self.agent), _rendered(self.user)
 
     def agent(self) -> str:
         rejection, routed = self.rejection, self.routed
@@ -833,7 +837,7 @@ class _Foretold:
         self.routed = _Routed.of(foreseen.template, routing)
 
     def messages(self, arguments: dict[str, Any], actor: dict[str, Any],
-                 more: dict[str, Any] | None) -> tuple[str, str]:
+                 more: dict[str, Any] | None) -> tuple[PairedMessage, PairedMessage]:
         """The agent and user messages for the values a call was decided on (``more``:
         those of ``Foreseen.more_reads``): the rejection made (``Foreseen.make``) and
         worded as any other."""
@@ -843,10 +847,23 @@ class _Foretold:
                                   self.contract, arguments, actor, self.tools).both()
 
 
-def _noted(agent: str | Deferred[str] | DeferredMessages, note: str) -> str:
-    text = agent()[0] if isinstance(agent, DeferredMessages) else \
-        agent() if isinstance(agent, Deferred) else agent
+def _rendered(render: Callable[[], str]) -> PairedMessage:
+    """The message, or, should it fail to render, what fails again on each read of it."""
+    try:
+        return render()
+    except Exception:
+        return Deferred(render)
+
+
+def _noted(agent: str | Deferred[str], note: str) -> str:
+    text = agent() if isinstance(agent, Deferred) else agent
     return f"{text} Note: {note}."
+
+
+def _noted_pair(messages: DeferredMessages, note: str) -> tuple[PairedMessage, PairedMessage]:
+    agent, user = messages()
+    return (Deferred(_noted, agent, note) if isinstance(agent, Deferred)
+            else _noted(agent, note)), user
 
 
 def _log_record(

@@ -11,6 +11,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from callgate_rules import Run
 from callgate_rules.compiler import load
 from callgate_rules.decision import MESSAGE_FIELDS
@@ -206,3 +208,74 @@ def test_both_messages_come_out_alike_whichever_is_read_first(
             noted = "Note: took the first of 2 calls" in seen[0]["agent_message"]
             assert noted == (call is two_calls)
             assert "Note:" not in seen[0]["user_message"]
+
+
+def test_the_pair_of_messages_is_made_once(
+        tmp_path: Any, ref: Any, compile_gate: Any, reference_world: Any,
+        dana: dict[str, Any], now: Any, monkeypatch: Any) -> None:
+    """Reading the agent message then the user message renders them once, with a note
+    (several calls, the first taken) as without."""
+    from callgate_rules import gate as gate_module
+
+    from .test_steps import SMALL_LIMITS_ROUTING
+
+    contracts, policies = ref.copy(tmp_path, SMALL_LIMITS_ROUTING)
+    first = compile_gate(contracts, policies, world=reference_world)
+    renders: list[str] = []
+    both = gate_module._RejectionMessages.both
+
+    def counted(self: Any) -> Any:
+        renders.append("both")
+        return both(self)
+
+    monkeypatch.setattr(gate_module._RejectionMessages, "both", counted)
+    past = Calls.follow_up_args(dueAt="2026-01-01T00:00:00Z")
+    for call in (Calls.plain("createFollowUp", past), Calls.follow_up(urgent=1),
+                 {"role": "assistant", "tool_calls": [
+                     Calls.openai_tool_call("createFollowUp", past, "c1"),
+                     Calls.openai_tool_call("sendEmail", {"to": "x@example.com"}, "c2")]}):
+        renders.clear()
+        decision = first.check(call, actor=dana, now=now)
+        _ = decision.agent_message, decision.user_message, decision.agent_message
+        assert renders == ["both"], call
+
+
+BROKEN_TEMPLATE_ROUTING = """\
+apiVersion: callgate/v1
+kind: RoutingTable
+metadata: {name: broken-template, version: "1", owner: t@example.com, description: m}
+spec:
+  routes: {forbidden: refuse}
+  messages:
+    forbidden:
+      agent: "No {tool} for {actor.loop}."
+"""
+
+
+def test_a_message_that_cannot_be_rendered_leaves_the_other_readable(
+        tmp_path: Any, ref: Any, compile_gate: Any, reference_world: Any,
+        dana: dict[str, Any], now: Any) -> None:
+    contracts, policies = ref.copy(tmp_path, BROKEN_TEMPLATE_ROUTING)
+    gate_ = compile_gate(contracts, policies, world=reference_world)
+    loop: dict[str, Any] = {}
+    loop["me"] = loop  # a value no message can spell out
+    decision = gate_.check(Calls.follow_up(), actor={**dana, "role": "owner", "loop": loop},
+                           now=now)
+    assert decision.error_class == "forbidden"
+    for _ in range(2):  # it fails on every read, as a message of its own would
+        with pytest.raises(ValueError, match="Circular"):
+            _ = decision.agent_message
+    assert decision.user_message == "You don't have permission to do that."
+
+
+def test_an_unread_decision_can_be_pickled(gate: Gate, dana: dict[str, Any], now: Any) -> None:
+    """Pickled and copied decisions take every field read, so a copy and its original tell
+    the same: the log's request ID, drawn on first read, is drawn once."""
+    for call in (Calls.follow_up(), Calls.follow_up(ticketId="T-2001"),
+                 Calls.follow_up(dueAt="2026-01-01T00:00:00Z"), Calls.follow_up(urgent=1)):
+        decision = gate.check(call, actor=dana, now=now)
+        restored = pickle.loads(pickle.dumps(decision))
+        copied = copy.deepcopy(gate.check(call, actor=dana, now=now))
+        assert read_all(restored) == read_all(decision)
+        assert restored.log["request_id"] == decision.log["request_id"]
+        assert copied.agent_message == decision.agent_message
