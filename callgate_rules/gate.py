@@ -767,17 +767,18 @@ class Gate:
 
 # Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
 _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
+_NOTHING, _LOOKING_UP, _REFERENCES = Reached.NOTHING, Reached.LOOKING_UP, Reached.REFERENCES
+_AUTHORIZED, _EVERYTHING, _REJECTED = Reached.AUTHORIZED, Reached.EVERYTHING, Reached.REJECTED
+_EXECUTE = Route.EXECUTE
+_ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
 
 
 def _proposed(format: str, calls: int) -> RawTraceEntry:
     return ("propose", "format", format, "1 call" if calls == 1 else f"{calls} calls")
 
 
-_ONE_CALL_IN = {format: _proposed(format, 1) for format in propose.FORMATS}  # made once
-_NOTHING, _LOOKING_UP, _REFERENCES = Reached.NOTHING, Reached.LOOKING_UP, Reached.REFERENCES
-_AUTHORIZED, _EVERYTHING, _REJECTED = Reached.AUTHORIZED, Reached.EVERYTHING, Reached.REJECTED
-_EXECUTE = Route.EXECUTE
-_ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
+# the commonest first trace entries, made once
+_ONE_CALL_IN = {format: _proposed(format, 1) for format in propose.FORMATS}
 
 
 class _RejectionMessages:
