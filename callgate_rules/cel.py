@@ -12,7 +12,7 @@ Values crossing this border are plain Python: ``dict``, ``list``, ``str``, ``int
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -306,10 +306,3 @@ def _path_of(node: Tree, locals_: frozenset[str]) -> Path | None:
     if root in locals_:
         return None
     return (root, *reversed(names))
-
-
-def iter_paths(expression: CompiledExpression, root: str) -> Iterator[Path]:
-    """Field paths under ``root`` that ``expression`` reads, in a stable order."""
-    for path in sorted(expression.references):
-        if path[0] == root:
-            yield path

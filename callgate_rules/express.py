@@ -61,18 +61,17 @@ class Foreseen:
     messages, which are the same for every call (rule, error class, detail, hint, route);
     ``make(variables)`` makes the whole rejection, messages included, from the variables
     the call was decided on, and is called only when someone reads a message. ``reads``
-    names the variables those messages may read (the arguments and the actor always): the
-    gate copies just those, as it would for any rejection; ``more_reads``: those but the
-    arguments, the actor (copied for the log in any case) and the tool (a name)."""
+    names the variables those messages may read; the gate copies the arguments and the
+    actor (for the log in any case) and passes the tool's name, and ``more_reads`` names
+    the rest, which it copies just for the messages."""
 
-    __slots__ = ("make", "template", "reads", "more_reads")
+    __slots__ = ("make", "template", "more_reads")
 
     def __init__(self, make: Callable[[Mapping[str, Any]], Rejection],
                  reads: Iterable[str]) -> None:
         self.make = make
         self.template = make({})
-        self.reads = frozenset(reads) | {"args", "actor"}
-        self.more_reads = tuple(sorted(self.reads - {"args", "actor", "tool"}))
+        self.more_reads = tuple(sorted(set(reads) - {"args", "actor", "tool"}))
 
 
 def _denial_foreseen(contract: Contract, rule: AccessRule | None,
