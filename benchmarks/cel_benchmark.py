@@ -2,7 +2,7 @@
 
 Times a few createFollowUp-like rules, each three ways, interleaved in one run:
 
-- ``compile_expression`` with the compiled backend (callgate_rules.celcompiler);
+- ``compile_expression`` with the compiled backend (callgate_rules.cel.compiler);
 - cel-python's interpreter as callgate's fallback calls it (converting the variables to
   cel-python's types on every evaluation, as it must);
 - a hand-written Python function doing the same check.
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from callgate_rules.cel import compile_expression, parse
-from callgate_rules.celcompiler.conformance import cel_python_evaluator
+from callgate_rules.cel.compiler.conformance import cel_python_evaluator
+from callgate_rules.cel.expression import compile_expression, parse
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 

@@ -68,8 +68,8 @@ import msgspec
 import yaml
 from celpy import celtypes
 
-from callgate_rules.compiler import load
-from callgate_rules.gate import Gate
+from callgate_rules.documents.compiler import load
+from callgate_rules.pipeline.gate import Gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the floor lives beside this file
 from decision_benchmark import (  # noqa: E402

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from callgate_rules.gate import Gate
+from callgate_rules.pipeline.gate import Gate
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from callgate_rules.compiler import compile_paths
-from callgate_rules.lint import lint
+from callgate_rules.authoring.lint import lint
+from callgate_rules.documents.compiler import compile_paths
 
 ROUTES = """\
     malformed: regenerate

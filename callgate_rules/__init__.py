@@ -7,32 +7,29 @@
     decision = gate.handle(model_output, actor=session_actor, request_id=request.id, run=run)
 """
 
-from .compiler import Finding, load
-from .decision import Decision, ShadowVerdict, TraceEntry
-from .decision_log import DecisionLog
-from .errors import (
+from callgate_rules.documents.compiler import Finding, load
+from callgate_rules.errors import (
     AfterSending,
     BeforeSending,
     CallgateError,
     ConfigError,
     ConfirmationError,
     ConnectionLost,
-    ErrorClass,
     InputError,
     LeaseLost,
     OperationIdReused,
     OutcomeTimeout,
     RateLimited,
     Refused,
-    Route,
     StateConflict,
     StoreConfigError,
     StoreError,
     ToolError,
     Unavailable,
 )
-from .execute import ExecutionRequest, Executor, Finder
-from .formats import (
+from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.integrations.decision_log import DecisionLog
+from callgate_rules.integrations.formats import (
     ToolDefinitionError,
     anthropic_tool,
     anthropic_tool_result,
@@ -43,10 +40,12 @@ from .formats import (
     openai_tool_message,
     tool_definitions,
 )
-from .gate import Gate
-from .route import Run
-from .store import open_store
-from .world import WorldResolvers
+from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
+from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
+from callgate_rules.pipeline.gate import Gate
+from callgate_rules.pipeline.route import Run
+from callgate_rules.store import open_store
+from callgate_rules.taxonomy import ErrorClass, Route
 
 __all__ = [
     "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",

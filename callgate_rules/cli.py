@@ -17,14 +17,14 @@ from typing import Any, TypeVar
 
 import click
 
-from .compiler import load
-from .errors import CallgateError, ConfigError, InputError, StoreConfigError
-from .gate import Gate
-from .lint import FORMATS, render
-from .lint import lint as run_lint
-from .scenarios import load_config_for
-from .source import read_data_file
-from .world import WorldResolvers, check_world
+from callgate_rules.authoring.lint import FORMATS, render
+from callgate_rules.authoring.lint import lint as run_lint
+from callgate_rules.documents.compiler import load
+from callgate_rules.documents.source import read_data_file
+from callgate_rules.errors import CallgateError, ConfigError, InputError, StoreConfigError
+from callgate_rules.harness.scenarios import load_config_for
+from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.pipeline.gate import Gate
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -225,7 +225,7 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     expects routes, error classes, messages and the number of writes. Exits 1 if any
     expectation fails.
     """
-    from .scenarios import load_config_for, load_scenarios, run_scenarios
+    from callgate_rules.harness.scenarios import load_config_for, load_scenarios, run_scenarios
 
     config = load_config_for(contracts_dir, policies_dir)
     scenarios = load_scenarios(paths or [Path("examples/scenarios")])
@@ -277,8 +277,8 @@ def test_command(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     Prints every failing case with its file:line and expected against actual, field by
     field, then `N passed, N failed`; exits 1 on any failure.
     """
-    from .policytest import coverage, load_tests
-    from .scenarios import load_config_for, run_scenarios
+    from callgate_rules.harness.policytest import coverage, load_tests
+    from callgate_rules.harness.scenarios import load_config_for, run_scenarios
 
     config = load_config_for(contracts_dir, policies_dir)
     cases = load_tests(paths or [Path(policies_dir)])
@@ -350,8 +350,8 @@ def receipts() -> None:
 @clear_errors
 def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) -> None:
     """Delete finished receipts and resolved reviews older than the retention."""
-    from .compiler import build_routing, compile_paths, parse_duration
-    from .store import open_store
+    from callgate_rules.documents.compiler import build_routing, compile_paths, parse_duration
+    from callgate_rules.store import open_store
 
     if older_than is None:
         compilation = compile_paths([policies_dir]) if Path(policies_dir).exists() else None
@@ -378,7 +378,7 @@ def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) ->
 @clear_errors
 def receipts_migrate(store_url: str) -> None:
     """Create or upgrade the store's schema (stores also do this when they open)."""
-    from .store import open_store
+    from callgate_rules.store import open_store
 
     store = open_store(store_url)
     migrate = getattr(store, "migrate", None)
@@ -401,7 +401,7 @@ def review() -> None:
 @clear_errors
 def review_list(store_url: str, show_all: bool, output_format: str) -> None:
     """List open (and taken) review items, oldest first."""
-    from .store import ReviewStatus, open_store
+    from callgate_rules.store import ReviewStatus, open_store
 
     store = open_store(store_url)
     try:
@@ -427,7 +427,7 @@ def review_list(store_url: str, show_all: bool, output_format: str) -> None:
 @clear_errors
 def review_take(by: str, store_url: str) -> None:
     """Take the oldest open item for yourself; two reviewers never get the same one."""
-    from .store import open_store
+    from callgate_rules.store import open_store
 
     store = open_store(store_url)
     try:
@@ -451,7 +451,7 @@ def review_take(by: str, store_url: str) -> None:
 @clear_errors
 def review_resolve(review_id: str, resolution: str, note: str, by: str, store_url: str) -> None:
     """Close a review item; its receipt takes the state you give."""
-    from .store import open_store
+    from callgate_rules.store import open_store
 
     store = open_store(store_url)
     try:
@@ -494,8 +494,8 @@ def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, outpu
     are counted by reason. Nothing is executed. Exits 0 whatever the figures (it is a
     measurement) unless --fail-under is given and the share of correct actions is below it.
     """
-    from .evaluation import evaluate, load_control_set, report_lines
-    from .scenarios import load_config_for
+    from callgate_rules.harness.evaluation import evaluate, load_control_set, report_lines
+    from callgate_rules.harness.scenarios import load_config_for
 
     requests = load_control_set(control_set)
     evaluation = evaluate(requests, load_config_for(contracts_dir, policies_dir))
@@ -514,7 +514,7 @@ def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, outpu
 
 
 def _tool_format_names() -> list[str]:
-    from .formats import TOOL_FORMATS
+    from callgate_rules.integrations.formats import TOOL_FORMATS
 
     return list(TOOL_FORMATS)
 
@@ -545,7 +545,7 @@ def export_command(tool_format: str, contracts_dir: str, output_file: Path | Non
     anthropic: Messages API tools, examples as input_examples; mcp: MCP Tool objects.
     A tool name or schema the API would reject is reported with its file (exit 2).
     """
-    from .formats import tool_definitions
+    from callgate_rules.integrations.formats import tool_definitions
 
     config = load([contracts_dir])
     if not config.contracts:
@@ -569,7 +569,7 @@ def catalog_command(contracts_dir: str, policies_dir: str, output_format: str,
     Each tool with its owner, version, effect, confirmation, idempotency, timeout,
     arguments, look-ups, rules and their messages, the rights that apply, and an example.
     """
-    from .catalog import RENDERERS, load_catalog
+    from callgate_rules.authoring.catalog import RENDERERS, load_catalog
 
     catalog = load_catalog(contracts_dir, policies_dir)
     _write_output(RENDERERS[output_format](catalog), output_file)
@@ -587,7 +587,7 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
     `path: reformatted` for each; with --check prints `path: would be reformatted` and
     writes nothing. Files without a callgate document are left alone.
     """
-    from .fmt import format_paths, write_formatted
+    from callgate_rules.authoring.fmt import format_paths, write_formatted
 
     results = format_paths(paths or _default_paths())
     changed = [result for result in results if result.changed]

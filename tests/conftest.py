@@ -167,8 +167,8 @@ def dana() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def gate(reference_world: dict[str, list[dict[str, Any]]]) -> Any:
     """The reference configuration, compiled once per session, bound to the example world."""
-    from callgate_rules.gate import Gate
-    from callgate_rules.world import WorldResolvers
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.pipeline.gate import Gate
 
     return Gate.from_paths(CONTRACTS, POLICIES, resolvers=WorldResolvers(reference_world))
 
@@ -176,8 +176,8 @@ def gate(reference_world: dict[str, list[dict[str, Any]]]) -> Any:
 @pytest.fixture(scope="session")
 def gate_with_world(gate: Any) -> Callable[[Mapping[str, Any]], Any]:
     """The compiled reference configuration bound to another world (no recompilation)."""
-    from callgate_rules.gate import Gate
-    from callgate_rules.world import WorldResolvers
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.pipeline.gate import Gate
 
     def bind(world: Mapping[str, Any]) -> Any:
         return Gate(gate.config, resolvers=WorldResolvers(copy.deepcopy(dict(world))))
@@ -188,8 +188,8 @@ def gate_with_world(gate: Any) -> Callable[[Mapping[str, Any]], Any]:
 @pytest.fixture(scope="session")
 def compile_gate() -> Callable[..., Any]:
     """Compile documents under ``paths`` into a Gate bound to ``world`` (for custom configs)."""
-    from callgate_rules.gate import Gate
-    from callgate_rules.world import WorldResolvers
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.pipeline.gate import Gate
 
     def build(*paths: Path, world: Mapping[str, Any] | None = None) -> Any:
         return Gate.from_paths(*paths, resolvers=WorldResolvers(dict(world or {})))

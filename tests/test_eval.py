@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from callgate_rules.cli import main
 from callgate_rules.errors import InputError, Location
-from callgate_rules.evaluation import (
+from callgate_rules.harness.evaluation import (
     ControlRequest,
     Evaluation,
     Expectation,
@@ -215,7 +215,7 @@ def compiled_once(monkeypatch: pytest.MonkeyPatch, gate: Any) -> None:
         assert [contracts, policies] == [str(REPO / "contracts"), str(REPO / "policies")]
         return gate.config
 
-    monkeypatch.setattr("callgate_rules.scenarios.load_config_for", load_config_for)
+    monkeypatch.setattr("callgate_rules.harness.scenarios.load_config_for", load_config_for)
 
 
 @pytest.mark.usefixtures("compiled_once")

@@ -19,17 +19,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate_rules import Gate, Route, Run
-from callgate_rules.canonical import arguments_hash, canonical_json, operation_id
-from callgate_rules.compiler import load
-from callgate_rules.decision_log import DecisionLog
-from callgate_rules.documents import Budgets, ErrorMapping
-from callgate_rules.errors import ErrorClass, OutcomeTimeout, Unavailable
-from callgate_rules.execute import ExecutionRequest, classify
-from callgate_rules.route import backoff_delay
-from callgate_rules.scenarios import FakeClock, load_scenarios, run_scenario
-from callgate_rules.simulator import Simulator, faults_by_tool
+from callgate_rules.documents.compiler import load
+from callgate_rules.documents.model import Budgets, ErrorMapping
+from callgate_rules.errors import OutcomeTimeout, Unavailable
+from callgate_rules.harness.scenarios import FakeClock, load_scenarios, run_scenario
+from callgate_rules.harness.simulator import Simulator, faults_by_tool
+from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.integrations.decision_log import DecisionLog
+from callgate_rules.pipeline.canonical import arguments_hash, canonical_json, operation_id
+from callgate_rules.pipeline.execute import ExecutionRequest, classify
+from callgate_rules.pipeline.route import backoff_delay
 from callgate_rules.store import MemoryStore, ReceiptState, SqliteStore
-from callgate_rules.world import WorldResolvers
+from callgate_rules.taxonomy import ErrorClass
 
 from .conftest import CONTRACTS, POLICIES, REPO, Calls
 

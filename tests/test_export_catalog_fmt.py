@@ -21,17 +21,23 @@ import yaml
 from click.testing import CliRunner
 
 import callgate_rules.cli as cli_module
-from callgate_rules.catalog import (
+from callgate_rules.authoring.catalog import (
     DECIDING_ORDER,
     build_catalog,
     load_catalog,
     render_html,
     render_markdown,
 )
+from callgate_rules.authoring.fmt import (
+    WIDTH,
+    cel_scalar,
+    fold_positions,
+    format_paths,
+    format_text,
+)
 from callgate_rules.cli import main
-from callgate_rules.compiler import load
-from callgate_rules.fmt import WIDTH, cel_scalar, fold_positions, format_paths, format_text
-from callgate_rules.formats import TOOL_FORMATS, ToolDefinitionError, tool_definitions
+from callgate_rules.documents.compiler import load
+from callgate_rules.integrations.formats import TOOL_FORMATS, ToolDefinitionError, tool_definitions
 
 # A contract with what the reference contracts lack: nested objects, arrays of objects,
 # enums, a default, numeric bounds — and text that must be escaped in HTML.

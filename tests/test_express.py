@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules import express
-from callgate_rules.decision import Decision
-from callgate_rules.gate import Gate
-from callgate_rules.policytest import load_tests
-from callgate_rules.scenarios import load_config_for, load_scenarios, run_scenarios
+from callgate_rules.harness.policytest import load_tests
+from callgate_rules.harness.scenarios import load_config_for, load_scenarios, run_scenarios
+from callgate_rules.pipeline import express
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.gate import Gate
 
 from .conftest import REPO
 from .test_steps import TINY_ACCESS, TINY_TOOLS, TINY_WORLD

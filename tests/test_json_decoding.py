@@ -15,9 +15,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.errors import ErrorClass
-from callgate_rules.outcome import Rejection
-from callgate_rules.propose import decode_json
+from callgate_rules.pipeline.outcome import Rejection
+from callgate_rules.pipeline.propose import decode_json
+from callgate_rules.taxonomy import ErrorClass
 
 scalars = (
     st.none() | st.booleans()

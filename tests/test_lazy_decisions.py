@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from callgate_rules import Run
-from callgate_rules.compiler import load
-from callgate_rules.decision import MESSAGE_FIELDS
-from callgate_rules.gate import Gate
-from callgate_rules.scenarios import FakeClock
-from callgate_rules.simulator import Simulator, faults_by_tool
+from callgate_rules.documents.compiler import load
+from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.harness.simulator import Simulator, faults_by_tool
+from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.pipeline.decision import MESSAGE_FIELDS
+from callgate_rules.pipeline.gate import Gate
 from callgate_rules.store import MemoryStore
-from callgate_rules.world import WorldResolvers
 
 from .conftest import Calls
 
@@ -215,7 +215,7 @@ def test_the_pair_of_messages_is_made_once(
         dana: dict[str, Any], now: Any, monkeypatch: Any) -> None:
     """Reading the agent message then the user message renders them once, with a note
     (several calls, the first taken) as without."""
-    from callgate_rules import gate as gate_module
+    from callgate_rules.pipeline import gate as gate_module
 
     from .test_steps import SMALL_LIMITS_ROUTING
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from callgate_rules.authoring.lint import lint
 from callgate_rules.cli import main
-from callgate_rules.compiler import Finding
-from callgate_rules.lint import lint
+from callgate_rules.documents.compiler import Finding
 
 POLICY = """\
 apiVersion: callgate/v1

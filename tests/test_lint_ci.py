@@ -21,17 +21,17 @@ import pytest
 from click.testing import CliRunner, Result
 from jsonschema import Draft4Validator
 
-from callgate_rules.cli import main
-from callgate_rules.compiler import Finding
-from callgate_rules.errors import Location
-from callgate_rules.lint import (
+from callgate_rules.authoring.lint import (
     CODE_DESCRIPTIONS,
     github_annotation,
     lint,
     normalized_cel,
     sarif_log,
 )
-from callgate_rules.versioning import compare_versions, next_version
+from callgate_rules.authoring.versioning import compare_versions, next_version
+from callgate_rules.cli import main
+from callgate_rules.documents.compiler import Finding
+from callgate_rules.errors import Location
 
 DATA = Path(__file__).parent / "data"
 
@@ -415,8 +415,10 @@ def test_every_finding_code_in_the_package_has_a_description() -> None:
 
     package = Path(__file__).resolve().parents[1] / "callgate_rules"
     codes: set[str] = set()
-    for module in ("compiler.py", "lint.py", "versioning.py"):
-        source = (package / module).read_text(encoding="utf-8")
+    # wherever a module of findings lives: the document compiler and the authoring tools
+    for module in sorted([*(package / "documents").rglob("*.py"),
+                          *(package / "authoring").rglob("*.py")]):
+        source = module.read_text(encoding="utf-8")
         codes |= set(re.findall(r'"(?:error|warning)",\s*"([a-z][a-z-]*)"(?!\s*:)', source))
         codes |= set(re.findall(r'self\.(?:error|warning)\(\s*source,\s*(?:\([^)]*\)|\w+),'
                                 r'\s*"([a-z][a-z-]*)"', source))

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.documents import FLAT_AND_OPEN, InputLimits, flat_fields
-from callgate_rules.errors import ErrorClass
-from callgate_rules.outcome import Rejection
-from callgate_rules.parse import _check_bounds, _first_undeclared, _plainly_within_bounds
+from callgate_rules.documents.model import FLAT_AND_OPEN, InputLimits, flat_fields
+from callgate_rules.pipeline.outcome import Rejection
+from callgate_rules.pipeline.parse import _check_bounds, _first_undeclared, _plainly_within_bounds
+from callgate_rules.taxonomy import ErrorClass
 
 LIMITS = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=6, max_calls=3)
 WIDE = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=60, max_calls=3)

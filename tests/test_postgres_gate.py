@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from callgate_rules import Gate, Route, WorldResolvers
-from callgate_rules.compiler import load
-from callgate_rules.execute import ExecutionRequest
-from callgate_rules.scenarios import FakeClock
-from callgate_rules.simulator import Simulator
+from callgate_rules.documents.compiler import load
+from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.harness.simulator import Simulator
+from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.store import PostgresStore
 
 from .conftest import CONTRACTS, POLICIES, WORLD_FILE

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.propose import _calls_in, _one_chat_call
+from callgate_rules.pipeline.propose import _calls_in, _one_chat_call
 
 anything = st.none() | st.booleans() | st.integers() | st.text(max_size=3)
 functions = st.fixed_dictionaries(

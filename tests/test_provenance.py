@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from callgate_rules import ErrorClass, Route
 from callgate_rules.cli import main
-from callgate_rules.provenance import (
+from callgate_rules.integrations.provenance import (
     INDISTINCT,
     UNKNOWN,
     Thresholds,
@@ -249,7 +249,7 @@ def test_check_rejects_a_bad_conversation_file(tmp_path: Path) -> None:
 
 
 def test_lint_knows_provenance_and_session(tmp_path: Path) -> None:
-    from callgate_rules.lint import lint
+    from callgate_rules.authoring.lint import lint
 
     from .conftest import Reference
 

@@ -25,8 +25,8 @@ from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 
-from callgate_rules.compiler import FORMAT_CHECKER, closed_objects, document_schema
-from callgate_rules.schemacheck import compile_check, validity_check
+from callgate_rules.documents.compiler import FORMAT_CHECKER, closed_objects, document_schema
+from callgate_rules.documents.schemacheck import compile_check, validity_check
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=200, deadline=None,

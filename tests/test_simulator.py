@@ -11,16 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from callgate_rules.cel import compile_expression
-from callgate_rules.errors import (
-    OutcomeTimeout,
-    RateLimited,
-    Refused,
-    StateConflict,
-    Unavailable,
-)
-from callgate_rules.execute import ExecutionRequest
-from callgate_rules.simulator import Faults, Simulator, faults_by_tool
+from callgate_rules.cel.expression import compile_expression
+from callgate_rules.errors import OutcomeTimeout, RateLimited, Refused, StateConflict, Unavailable
+from callgate_rules.harness.simulator import Faults, Simulator, faults_by_tool
+from callgate_rules.pipeline.execute import ExecutionRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD: dict[str, list[dict[str, Any]]] = yaml.safe_load((ROOT / "examples/world.yaml").read_text())

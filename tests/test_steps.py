@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.decision import Decision
-from callgate_rules.errors import ErrorClass, Route
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.taxonomy import ErrorClass, Route
 
 FOLLOW_UP = "createFollowUp"
 NOT_FOUND_USER = "I couldn't find that record among the ones you can access."

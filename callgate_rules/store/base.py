@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from callgate_rules.errors import ErrorClass
+from callgate_rules.taxonomy import ErrorClass
 
 
 class ReceiptState(StrEnum):

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from callgate_rules import Gate, Route, Run, WorldResolvers, open_store, openai_tool_message
-from callgate_rules.formats import tool_definitions
-from callgate_rules.simulator import Simulator
+from callgate_rules.harness.simulator import Simulator
+from callgate_rules.integrations.formats import tool_definitions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -1,1 +1,1 @@
-"""Tests of callgate_rules.cel and its compiler."""
+"""Tests of callgate_rules.cel.expression and its compiler."""

@@ -1,4 +1,4 @@
-"""The CEL → Python compiler (callgate_rules.celcompiler), one semantic point at a time.
+"""The CEL → Python compiler (callgate_rules.cel.compiler), one semantic point at a time.
 
 Each test evaluates through ``compile_expression`` and checks that the compiled backend ran;
 where the point is agreement with cel-python, it compares with cel-python directly.
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from callgate_rules.cel import CelEvaluationError, compile_expression, parse
-from callgate_rules.celcompiler import python_source
-from callgate_rules.celcompiler.conformance import cel_python_evaluator, same_value
-from callgate_rules.celcompiler.regex import compile_pattern, to_python_syntax
+from callgate_rules.cel.compiler import python_source
+from callgate_rules.cel.compiler.conformance import cel_python_evaluator, same_value
+from callgate_rules.cel.compiler.regex import compile_pattern, to_python_syntax
+from callgate_rules.cel.expression import CelEvaluationError, compile_expression, parse
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -110,7 +110,7 @@ def test_constructs_left_to_cel_python_fall_back(source: str) -> None:
     ("'straße ÄÖ'.upperAscii()", "STRAßE ÄÖ"),  # only ASCII letters change
 ])
 def test_callgate_string_extensions_agree_on_both_backends(source: str, expected: str) -> None:
-    from callgate_rules.cel import _interpreted, parse
+    from callgate_rules.cel.expression import _interpreted, parse
 
     compiled = compile_expression(source)
     assert compiled.backend == "compiled"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from callgate_rules.celcompiler.conformance import (
+from callgate_rules.cel.compiler.conformance import (
     ENVIRONMENT_VARIABLE,
     ConformanceReport,
     parse_text_format,

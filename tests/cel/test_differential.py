@@ -5,7 +5,7 @@ Expressions come from a typed grammar over a fixed set of variables. Two propert
 - With data of the declared types (some keys missing, zeros, values near the int64 limits),
   the compiled path and cel-python agree exactly: both fail, or both give equal values.
 - With data of random types, cel-python may answer where CEL has no overload (``true + 1``,
-  ``1 && true``, ``'abc'[0]``: see ``callgate_rules.celcompiler``); the compiled path then
+  ``1 && true``, ``'abc'[0]``: see ``callgate_rules.cel.compiler``); the compiled path then
   fails instead. It must never give a different value, and it may only succeed where
   cel-python fails for the documented reasons: errors inside ``map``/``filter``/
   ``exists_one`` that an enclosing operator absorbs, and ``!=`` on lists and maps.
@@ -25,10 +25,10 @@ from typing import Any, cast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules import express
-from callgate_rules.cel import CelEvaluationError, compile_expression, parse
-from callgate_rules.celcompiler import Inline, compile_tree
-from callgate_rules.celcompiler.conformance import cel_python_evaluator, same_value
+from callgate_rules.cel.compiler import Inline, compile_tree
+from callgate_rules.cel.compiler.conformance import cel_python_evaluator, same_value
+from callgate_rules.cel.expression import CelEvaluationError, compile_expression, parse
+from callgate_rules.pipeline import express
 
 Strategy = st.SearchStrategy[str]
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate_rules import Gate, WorldResolvers, open_store
-from callgate_rules.execute import ExecutionRequest
+from callgate_rules.pipeline.execute import ExecutionRequest
 
 REPO = Path(__file__).resolve().parents[2]
 ACTOR = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"]}

@@ -15,13 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from callgate_rules.errors import StoreConfigError
-from callgate_rules.store import (
-    MemoryStore,
-    PostgresStore,
-    SqliteStore,
-    open_store,
-    redact_url,
-)
+from callgate_rules.store import MemoryStore, PostgresStore, SqliteStore, open_store, redact_url
 from callgate_rules.store.postgres import INSTALL_HINT
 
 PASSWORD = "hunter2-do-not-print"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from callgate_rules.errors import ErrorClass, LeaseLost, OperationIdReused, StoreError
+from callgate_rules.errors import LeaseLost, OperationIdReused, StoreError
 from callgate_rules.store import (
     ClaimOutcome,
     NewOperation,
@@ -20,6 +20,7 @@ from callgate_rules.store import (
     ReceiptStore,
     ReviewStatus,
 )
+from callgate_rules.taxonomy import ErrorClass
 
 T0 = datetime(2031, 3, 14, 9, 26, 53, 589793, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

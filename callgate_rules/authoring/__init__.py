@@ -1,0 +1,2 @@
+"""Tools for the people who write the documents: lint, fmt, catalog, versioning.
+"""

@@ -1,0 +1,2 @@
+"""CEL: one small interface (``expression``) over a compiler to Python (``compiler``).
+"""

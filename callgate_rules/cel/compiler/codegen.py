@@ -1,0 +1,403 @@
+"""The intermediate form → Python source for one ``evaluate(variables)`` function.
+
+The generated code is plain Python: field selection is a subscript, comparisons with a
+literal are inlined behind an exact ``type(...) is`` check (falling back to ``runtime`` for
+any other operand), ``?:`` and ``!`` are conditional expressions, and every other operator
+is one call to a ``runtime`` function bound in the code's globals.
+
+CEL's ``&&`` / ``||`` need statements (an error on one side is held until the other side has
+had its say), and so do macros (a loop) and ``has()`` of a computed operand. Each of those
+becomes a small generated function; a top-level chain (most rules are one) is inlined in
+``evaluate`` itself. Python exceptions raised by inlined fast paths (``KeyError`` for a
+missing key, ``TypeError`` for subscripting a non-map) count as CEL errors wherever errors
+are absorbed, and ``evaluate`` turns whatever escapes into ``CelEvaluationError``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from callgate_rules.cel.compiler import runtime
+from callgate_rules.cel.compiler.ir import (
+    Call,
+    Compare,
+    Comprehension,
+    Conditional,
+    Const,
+    Fail,
+    Has,
+    ListLiteral,
+    Local,
+    Logic,
+    MapLiteral,
+    Member,
+    Node,
+    Not,
+    Select,
+    Var,
+    free_locals,
+    variables_read,
+)
+
+_RUNTIME_NAMESPACE: dict[str, Any] = {
+    **{f"_{name}": function for name, function in runtime.FUNCTIONS.items()},
+    "_FAILURES": runtime.FAILURES,
+    "_ABSENT": runtime.ABSENT,
+    "_SCALAR": runtime.SCALAR_TYPES,
+    "_ORDERED": runtime.ORDERED_TYPES,
+    "_equals": runtime.equals,
+    "_not_equals": runtime.not_equals,
+    "_less": runtime.less,
+    "_less_equal": runtime.less_equal,
+    "_greater": runtime.greater,
+    "_greater_equal": runtime.greater_equal,
+    "_is_in": runtime.is_in,
+    "_has_field": runtime.has_field,
+    "_make_map": runtime.make_map,
+    "_iteration_range": runtime.iteration_range,
+    "_not_bool": runtime.not_bool,
+    "_no_overload": runtime.no_overload,
+    "_logic_failure": runtime.logic_failure,
+    "_translate": runtime.translate,
+    "_fail": runtime.fail,
+}
+
+_SLOW_COMPARISONS = {
+    "==": "_equals",
+    "!=": "_not_equals",
+    "<": "_less",
+    "<=": "_less_equal",
+    ">": "_greater",
+    ">=": "_greater_equal",
+}
+# Literal types whose comparison can be inlined behind ``type(x) is T``.
+_INLINE_LITERAL_TYPES = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes"}
+
+
+class _Function:
+    """One generated Python function: its parameters and body lines."""
+
+    def __init__(self, name: str, parameters: list[str]) -> None:
+        self.name = name
+        self.parameters = parameters
+        self.body: list[str] = []
+        self.temporary_numbers = itertools.count(1)
+
+    def temporary(self, prefix: str = "_t") -> str:
+        return f"{prefix}{next(self.temporary_numbers)}"
+
+    def source(self) -> str:
+        lines = [f"def {self.name}({', '.join(self.parameters)}):"]
+        lines += [f"    {line}" for line in self.body]
+        return "\n".join(lines)
+
+
+class Program:
+    """The generated source and the globals it runs with.
+
+    ``body``: the lines of ``evaluate`` inside its ``try``, for a caller that inlines the
+    expression in its own generated code (the express lane): they read ``variables``,
+    ``return`` the value and raise one of ``_FAILURES`` for a CEL error, and bind no local
+    but ``_``-prefixed temporaries. ``None`` for a top-level macro, whose ``return`` sits in
+    a loop. Constants and helper functions are numbered across the process, so the globals
+    of several programs' bodies can be merged (``_NAMES``, which differs, is read only by
+    ``evaluate``'s own error handling, never by a body)."""
+
+    def __init__(self, source: str, namespace: dict[str, Any], body: list[str] | None) -> None:
+        self.source = source
+        self.namespace = namespace
+        self.body = body
+
+
+# Shared by every generator, so that no two programs bind one name to different values.
+_function_numbers = itertools.count(1)
+_constant_numbers = itertools.count(1)
+
+
+def generate(root: Node) -> Program:
+    return _Generator().program(root)
+
+
+class _Generator:
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = dict(_RUNTIME_NAMESPACE)
+        self.functions: list[_Function] = []
+
+    def program(self, root: Node) -> Program:
+        self.namespace["_NAMES"] = variables_read(root)
+        main = _Function("evaluate", ["variables"])
+        body = self.returning(root, main)
+        main.body = [
+            "try:",
+            *(f"    {line}" for line in body),
+            "except _FAILURES as _caught:",
+            "    raise _translate(_caught, variables, _NAMES) from None",
+        ]
+        source = "\n\n".join(function.source() for function in [*self.functions, main])
+        return Program(source + "\n", self.namespace,
+                       None if isinstance(root, Comprehension) else body)
+
+    # Statements ------------------------------------------------------------------------------
+
+    def returning(self, node: Node, function: _Function) -> list[str]:
+        """Lines that make ``function`` return the value of ``node`` (or raise)."""
+        if isinstance(node, Logic):
+            return self.logic(node, function)
+        if isinstance(node, Comprehension):
+            return self.comprehension(node, function)
+        if isinstance(node, Has) and _select_path(node.operand) is None:
+            operand = self.expression(node.operand, function)
+            return [
+                "try:",
+                f"    _value = {operand}",
+                "except _FAILURES:",
+                "    return False",
+                f"return _has_field(_value, (), {node.field!r})",
+            ]
+        return [f"return {self.expression(node, function)}"]
+
+    def logic(self, node: Logic, function: _Function) -> list[str]:
+        # An operand equal to the deciding value (false for &&, true for ||) settles the
+        # chain at once; otherwise the chain is the other value only if every operand is,
+        # and an error or non-bool operand is reported.
+        deciding, neutral = ("True", "False") if node.operator == "||" else ("False", "True")
+        lines: list[str] = []
+        outcomes: list[str] = []
+        for operand in node.operands:
+            outcome = function.temporary("_r")
+            outcomes.append(outcome)
+            value = self.expression(operand, function)
+            if _cannot_fail(operand):
+                lines.append(f"{outcome} = {value}")
+            else:
+                lines += [
+                    "try:",
+                    f"    {outcome} = {value}",
+                    "except _FAILURES as _caught:",
+                    f"    {outcome} = _caught",
+                ]
+            lines += [f"if {outcome} is {deciding}:", f"    return {deciding}"]
+        all_neutral = " and ".join(f"{outcome} is {neutral}" for outcome in outcomes)
+        lines += [
+            f"if {all_neutral}:",
+            f"    return {neutral}",
+            f"raise _logic_failure('_{node.operator}_', ({', '.join(outcomes)},))",
+        ]
+        return lines
+
+    def comprehension(self, node: Comprehension, function: _Function) -> list[str]:
+        variable = node.variable
+        loop = f"for {variable} in _iteration_range({self.expression(node.range, function)}):"
+        predicate = (
+            self.expression(node.predicate, function) if node.predicate is not None else None
+        )
+        if node.macro in ("all", "exists"):
+            deciding, neutral = ("True", "False") if node.macro == "exists" else ("False", "True")
+            # Errors are held: a later deciding element still decides (CEL absorption).
+            return [
+                "_failure = None",
+                loop,
+                "    try:",
+                f"        _outcome = {predicate}",
+                "    except _FAILURES as _caught:",
+                "        _failure = _failure or _caught",
+                "        continue",
+                f"    if _outcome is {deciding}:",
+                f"        return {deciding}",
+                f"    if _outcome is not {neutral}:",
+                f"        _failure = _failure or _no_overload({node.macro!r}, _outcome)",
+                "if _failure is not None:",
+                "    raise _failure",
+                f"return {neutral}",
+            ]
+        if node.macro == "exists_one":
+            return [
+                "_count = 0",
+                loop,
+                f"    _outcome = {predicate}",
+                "    if _outcome is True:",
+                "        _count += 1",
+                "    elif _outcome is not False:",
+                "        _not_bool('exists_one', _outcome)",
+                "return _count == 1",
+            ]
+        element = variable if node.macro == "filter" else None
+        if element is None:
+            assert node.transform is not None
+            element = self.expression(node.transform, function)
+        lines = ["_result = []", loop]
+        if predicate is not None:
+            lines += [
+                f"    _outcome = {predicate}",
+                "    if _outcome is False:",
+                "        continue",
+                "    if _outcome is not True:",
+                f"        _not_bool({node.macro!r}, _outcome)",
+            ]
+        return [*lines, f"    _result.append({element})", "return _result"]
+
+    def helper_call(self, node: Node, kind: str) -> str:
+        """Move ``node`` into its own generated function; return the call expression."""
+        parameters = ["variables", *sorted(free_locals(node))]
+        helper = _Function(f"_{kind}_{next(_function_numbers)}", parameters)
+        helper.body = self.returning(node, helper)
+        self.functions.append(helper)
+        return f"{helper.name}({', '.join(parameters)})"
+
+    # Expressions -----------------------------------------------------------------------------
+
+    def expression(self, node: Node, function: _Function) -> str:
+        """A Python expression (atomic or parenthesised) that evaluates ``node``."""
+        if isinstance(node, Const):
+            return self.constant(node.value)
+        if isinstance(node, Fail):
+            return f"_fail({node.message!r})"
+        if isinstance(node, Var):
+            return f"variables[{node.name!r}]"
+        if isinstance(node, Local):
+            return node.name
+        if isinstance(node, Select):
+            return f"{self.expression(node.operand, function)}[{node.field!r}]"
+        if isinstance(node, Has):
+            return self.has(node, function)
+        if isinstance(node, Not):
+            value = function.temporary()
+            operand = self.expression(node.operand, function)
+            return (
+                f"(False if ({value} := {operand}) is True else True if {value} is False "
+                f"else _not_bool('!_', {value}))"
+            )
+        if isinstance(node, Conditional):
+            test = function.temporary()
+            condition = self.expression(node.test, function)
+            then = self.expression(node.then, function)
+            otherwise = self.expression(node.otherwise, function)
+            return (
+                f"({then} if ({test} := {condition}) is True else {otherwise} if {test} is False"
+                f" else _not_bool('_?_:_', {test}))"
+            )
+        if isinstance(node, Compare):
+            return self.compare(node, function)
+        if isinstance(node, Member):
+            return self.member(node, function)
+        if isinstance(node, Call):
+            arguments = [self.expression(argument, function) for argument in node.arguments]
+            return f"_{node.function}({', '.join(arguments)})"
+        if isinstance(node, ListLiteral):
+            return f"[{', '.join(self.expression(item, function) for item in node.items)}]"
+        if isinstance(node, MapLiteral):
+            entries = "".join(
+                f"({self.expression(key, function)}, {self.expression(value, function)}), "
+                for key, value in node.entries
+            )
+            return f"_make_map(({entries}))"
+        if isinstance(node, Logic):
+            return self.helper_call(node, "logic")
+        return self.helper_call(node, node.macro)
+
+    def has(self, node: Has, function: _Function) -> str:
+        found = _select_path(node.operand)
+        if found is None:
+            return self.helper_call(node, "has")
+        root, path = found
+        root_value = (
+            f"variables.get({root.name!r}, _ABSENT)" if isinstance(root, Var) else root.name
+        )
+        if path:
+            return f"_has_field({root_value}, {path!r}, {node.field!r})"
+        value = function.temporary()
+        return (
+            f"({node.field!r} in {value} if type({value} := {root_value}) is dict "
+            f"else _has_field({value}, (), {node.field!r}))"
+        )
+
+    def compare(self, node: Compare, function: _Function) -> str:
+        operator, slow = node.operator, _SLOW_COMPARISONS[node.operator]
+        value = function.temporary()
+        literal, other = _literal_side(node)
+        if literal is not None and other is not None:
+            constant = self.constant(literal.value)
+            operand = self.expression(other, function)
+            if literal.value is None and operator in ("==", "!="):
+                return (
+                    f"({operator == '=='} if ({value} := {operand}) is None "
+                    f"else {slow}({value}, None))"
+                )
+            type_name = _INLINE_LITERAL_TYPES.get(type(literal.value))
+            if type_name is not None:
+                if other is node.left:
+                    fast, slow_call = f"{value} {operator} {constant}", f"{value}, {constant}"
+                else:
+                    fast, slow_call = f"{constant} {operator} {value}", f"{constant}, {value}"
+                return (
+                    f"({fast} if type({value} := {operand}) is {type_name} "
+                    f"else {slow}({slow_call}))"
+                )
+        left = self.expression(node.left, function)
+        right = self.expression(node.right, function)
+        right_value = function.temporary()
+        same_kind = "_SCALAR" if operator in ("==", "!=") else "_ORDERED"
+        return (
+            f"({value} {operator} {right_value} if type({value} := {left}) is "
+            f"type({right_value} := {right}) and type({value}) in {same_kind} "
+            f"else {slow}({value}, {right_value}))"
+        )
+
+    def member(self, node: Member, function: _Function) -> str:
+        container = node.container
+        if isinstance(container, ListLiteral) and all(
+            isinstance(item, Const) for item in container.items
+        ):
+            values = tuple(item.value for item in container.items if isinstance(item, Const))
+            elements = self.constant(values)
+            item = self.expression(node.item, function)
+            if values and all(type(element) is str for element in values):
+                value = function.temporary()
+                lookup = self.constant(frozenset(values))
+                return (
+                    f"({value} in {lookup} if type({value} := {item}) is str "
+                    f"else _is_in({value}, {elements}))"
+                )
+            return f"_is_in({item}, {elements})"
+        item = self.expression(node.item, function)
+        return f"_is_in({item}, {self.expression(container, function)})"
+
+    def constant(self, value: Any) -> str:
+        """A literal for simple values; a name in the globals for everything else."""
+        value_type = type(value)
+        if value is None or value_type is bool or value_type is str or value_type is bytes:
+            return repr(value)
+        if value_type is int or (value_type is float and math.isfinite(value)):
+            text = repr(value)
+            return f"({text})" if text.startswith("-") else text
+        name = f"_k{next(_constant_numbers)}"
+        self.namespace[name] = value
+        return name
+
+
+def _cannot_fail(node: Node) -> bool:
+    return isinstance(node, Const | Local) or (
+        isinstance(node, Has) and _select_path(node.operand) is not None
+    )
+
+
+def _literal_side(node: Compare) -> tuple[Const | None, Node | None]:
+    """The literal operand of a comparison and the other one, when exactly one is literal."""
+    if isinstance(node.right, Const) and not isinstance(node.left, Const):
+        return node.right, node.left
+    if isinstance(node.left, Const) and not isinstance(node.right, Const):
+        return node.left, node.right
+    return None, None
+
+
+def _select_path(node: Node) -> tuple[Var | Local, tuple[str, ...]] | None:
+    """``a.b.c`` → (a, ("b", "c")) when ``node`` is a plain field chain from a name."""
+    path: list[str] = []
+    while isinstance(node, Select):
+        path.append(node.field)
+        node = node.operand
+    if isinstance(node, Var | Local):
+        return node, tuple(reversed(path))
+    return None

@@ -1,0 +1,656 @@
+"""Run the CEL specification's conformance tests against callgate's CEL, both backends.
+
+The data is google/cel-spec's ``tests/simple/testdata``: each ``.textproto`` file is a
+``SimpleTestFile`` (see ``simple.proto`` / ``value.proto`` beside the data) written in
+protobuf text format. This module carries a small text-format parser for the subset those
+files use, so no protobuf dependency is needed.
+
+Every test that fits callgate's value model (JSON-like data, timestamps, durations, bytes)
+runs twice: once through :func:`callgate_rules.cel.expression.compile_expression` (the
+compiled backend, falling back to cel-python for what it does not support) and once
+through cel-python alone. Tests that need protobuf messages, containers, type declarations
+the runtime cannot see, unknowns or type values are skipped, each with a reason category.
+
+Run it as ``python -m callgate_rules.cel.compiler.conformance [-v] [DIR]`` to print the
+report (``-v`` lists every failure of both backends); it exits non-zero if a test cel-python
+passes fails through the compiled path.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import celpy
+from celpy.evaluation import CELEvalError
+from lark import Token, Tree
+
+from callgate_rules.cel.expression import (
+    CelEvaluationError,
+    CelSyntaxError,
+    compile_expression,
+    from_cel,
+    parse,
+    to_cel,
+)
+
+ENVIRONMENT_VARIABLE = "CALLGATE_CEL_CONFORMANCE_DIR"
+
+# ---------------------------------------------------------------------------------------------
+# Protobuf text format, the subset the conformance files use
+# ---------------------------------------------------------------------------------------------
+
+TextScalar = bytes | int | float | str  # str: an identifier such as true or NULL_VALUE
+
+
+class TextFormatError(ValueError):
+    """The text is not protobuf text format as far as this parser understands it."""
+
+
+class TextMessage:
+    """A parsed message: field name → every value given for it, in order."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, list[TextScalar | TextMessage]] = {}
+
+    def add(self, name: str, value: TextScalar | TextMessage) -> None:
+        self.fields.setdefault(name, []).append(value)
+
+    def has(self, name: str) -> bool:
+        return name in self.fields
+
+    def values(self, name: str) -> list[TextScalar | TextMessage]:
+        return self.fields.get(name, [])
+
+    def messages(self, name: str) -> list[TextMessage]:
+        return [value for value in self.values(name) if isinstance(value, TextMessage)]
+
+    def message(self, name: str) -> TextMessage | None:
+        found = self.messages(name)
+        return found[-1] if found else None
+
+    def scalar(self, name: str) -> TextScalar | None:
+        for value in reversed(self.values(name)):
+            if not isinstance(value, TextMessage):
+                return value
+        return None
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.scalar(name)
+        if value is None:
+            return default
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        return str(value)
+
+    def flag(self, name: str) -> bool:
+        return self.scalar(name) in ("true", "True", "t", 1)
+
+    def only_field(self) -> tuple[str, TextScalar | TextMessage] | None:
+        """The single field set in a ``oneof``-style message, if exactly one is set."""
+        if len(self.fields) != 1:
+            return None
+        name, values = next(iter(self.fields.items()))
+        return name, values[-1]
+
+
+_TOKEN = re.compile(
+    r"""
+    (?P<skip>\s+|\#[^\n]*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | (?P<number>-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fF]?(?![\w.]))
+  | (?P<ident>[A-Za-z_][\w.]*)
+  | (?P<punct>[{}<>:\[\],;/-])
+    """,
+    re.VERBOSE,
+)
+
+_SIMPLE_ESCAPES = {
+    "n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v",
+    "\\": b"\\", "'": b"'", '"': b'"', "?": b"?",
+}
+_ESCAPE = re.compile(
+    r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))"
+)
+
+
+def _unescape(quoted: str) -> bytes:
+    """A text-format string literal (quotes included) → its bytes."""
+    body = quoted[1:-1]
+    out = bytearray()
+    position = 0
+    for match in _ESCAPE.finditer(body):
+        out += body[position : match.start()].encode("utf-8")
+        octal, hexadecimal, short_unicode, long_unicode, simple = match.groups()
+        if octal is not None:
+            out.append(int(octal, 8) & 0xFF)
+        elif hexadecimal is not None:
+            out.append(int(hexadecimal, 16))
+        elif short_unicode is not None or long_unicode is not None:
+            out += chr(int(short_unicode or long_unicode, 16)).encode("utf-8")
+        elif simple in _SIMPLE_ESCAPES:
+            out += _SIMPLE_ESCAPES[simple]
+        else:
+            raise TextFormatError(f"unknown escape \\{simple} in {quoted}")
+        position = match.end()
+    out += body[position:].encode("utf-8")
+    return bytes(out)
+
+
+class _TextParser:
+    def __init__(self, text: str) -> None:
+        self.tokens: list[tuple[str, str]] = []
+        position = 0
+        while position < len(text):
+            match = _TOKEN.match(text, position)
+            if match is None:
+                raise TextFormatError(f"unexpected character {text[position]!r} at {position}")
+            kind = match.lastgroup or "skip"
+            if kind != "skip":
+                self.tokens.append((kind, match.group()))
+            position = match.end()
+        self.index = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.index] if self.index < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            raise TextFormatError("unexpected end of text")
+        self.index += 1
+        return token
+
+    def expect(self, text: str) -> None:
+        kind, value = self.take()
+        if value != text:
+            raise TextFormatError(f"expected {text!r}, found {value!r}")
+
+    def at(self, text: str) -> bool:
+        token = self.peek()
+        return token is not None and token[1] == text
+
+    def parse_message(self, closing: str | None) -> TextMessage:
+        message = TextMessage()
+        while True:
+            token = self.peek()
+            if token is None:
+                if closing is not None:
+                    raise TextFormatError(f"missing {closing!r}")
+                return message
+            if token[1] == closing:
+                self.take()
+                return message
+            name = self.parse_field_name()
+            if self.at(":"):
+                self.take()
+                if self.at("{") or self.at("<"):
+                    message.add(name, self.parse_nested())
+                elif self.at("["):
+                    self.take()
+                    while not self.at("]"):
+                        message.add(name, self.parse_value())
+                        if self.at(","):
+                            self.take()
+                    self.take()
+                else:
+                    message.add(name, self.parse_value())
+            else:
+                message.add(name, self.parse_nested())
+            if self.at(",") or self.at(";"):
+                self.take()
+
+    def parse_field_name(self) -> str:
+        kind, value = self.take()
+        if value == "[":  # an extension or Any type URL: [type.googleapis.com/pkg.Message]
+            parts = []
+            while not self.at("]"):
+                parts.append(self.take()[1])
+            self.take()
+            return "[" + "".join(parts) + "]"
+        if kind != "ident":
+            raise TextFormatError(f"expected a field name, found {value!r}")
+        return value
+
+    def parse_nested(self) -> TextMessage:
+        kind, value = self.take()
+        if value == "{":
+            return self.parse_message("}")
+        if value == "<":
+            return self.parse_message(">")
+        raise TextFormatError(f"expected a message, found {value!r}")
+
+    def parse_value(self) -> TextScalar | TextMessage:
+        if self.at("{") or self.at("<"):
+            return self.parse_nested()
+        kind, value = self.take()
+        if kind == "string":
+            data = _unescape(value)
+            while (following := self.peek()) is not None and following[0] == "string":
+                data += _unescape(self.take()[1])  # adjacent literals concatenate
+            return data
+        if kind == "number":
+            text = value.rstrip("fF") if not value.lower().startswith(("0x", "-0x")) else value
+            if re.fullmatch(r"-?0[xX][0-9a-fA-F]+", text):
+                return int(text, 16)
+            if re.fullmatch(r"-?\d+", text):
+                return int(text)
+            return float(text)
+        if value == "-":
+            kind, value = self.take()
+            if value.lower() in ("inf", "infinity"):
+                return -math.inf
+            raise TextFormatError(f"unexpected '-' before {value!r}")
+        if kind == "ident":
+            return value
+        raise TextFormatError(f"unexpected {value!r}")
+
+
+def parse_text_format(text: str) -> TextMessage:
+    """Parse protobuf text format into a :class:`TextMessage` tree (no schema needed)."""
+    return _TextParser(text).parse_message(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# cel.expr.Value → plain Python
+# ---------------------------------------------------------------------------------------------
+
+
+class Unsupported(Exception):
+    """The test needs something callgate's value model cannot represent; ``category`` says what."""
+
+    def __init__(self, category: str) -> None:
+        super().__init__(category)
+        self.category = category
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_WRAPPERS = {
+    "google.protobuf.BoolValue", "google.protobuf.BytesValue", "google.protobuf.DoubleValue",
+    "google.protobuf.FloatValue", "google.protobuf.Int32Value", "google.protobuf.Int64Value",
+    "google.protobuf.StringValue", "google.protobuf.UInt32Value", "google.protobuf.UInt64Value",
+}
+
+
+def _number(value: TextScalar | TextMessage | None, as_float: bool = False) -> Any:
+    if isinstance(value, str) and value.lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, str) and value.lower() == "nan":
+        return math.nan
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TextFormatError(f"expected a number, found {value!r}")
+    return float(value) if as_float else value
+
+
+def to_python(value: TextMessage) -> Any:
+    """A ``cel.expr.Value`` message → the plain Python value callgate uses."""
+    only = value.only_field()
+    if only is None:
+        raise TextFormatError(f"a Value sets exactly one field, found {sorted(value.fields)}")
+    kind, payload = only
+    if kind == "null_value":
+        return None
+    if kind == "bool_value":
+        return payload in ("true", "True", "t", 1)
+    if kind in ("int64_value", "uint64_value"):
+        return _number(payload)
+    if kind == "double_value":
+        return _number(payload, as_float=True)
+    if kind == "string_value":
+        assert isinstance(payload, bytes)
+        return payload.decode("utf-8")
+    if kind == "bytes_value":
+        assert isinstance(payload, bytes)
+        return payload
+    if kind == "list_value":
+        assert isinstance(payload, TextMessage)
+        return [to_python(item) for item in payload.messages("values")]
+    if kind == "map_value":
+        assert isinstance(payload, TextMessage)
+        result: dict[Any, Any] = {}
+        for entry in payload.messages("entries"):
+            key, item = entry.message("key"), entry.message("value")
+            if key is None or item is None:
+                raise TextFormatError("map entry without key or value")
+            result[to_python(key)] = to_python(item)
+        return result
+    if kind == "object_value":
+        assert isinstance(payload, TextMessage)
+        return _any_to_python(payload)
+    if kind == "type_value":
+        raise Unsupported("type values")
+    if kind == "enum_value":
+        raise Unsupported("protobuf enums")
+    raise TextFormatError(f"unknown Value field {kind!r}")
+
+
+def _any_to_python(any_message: TextMessage) -> Any:
+    only = any_message.only_field()
+    if only is None or not only[0].startswith("["):
+        raise Unsupported("protobuf messages")
+    type_name = only[0].strip("[]").rsplit("/", 1)[-1]
+    body = only[1]
+    if not isinstance(body, TextMessage):
+        raise TextFormatError(f"Any payload for {type_name} is not a message")
+    if type_name == "google.protobuf.Duration":
+        seconds = _number(body.scalar("seconds") or 0)
+        nanos = _number(body.scalar("nanos") or 0)
+        return timedelta(seconds=seconds, microseconds=nanos // 1000)
+    if type_name == "google.protobuf.Timestamp":
+        seconds = _number(body.scalar("seconds") or 0)
+        nanos = _number(body.scalar("nanos") or 0)
+        return _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
+    if type_name in _WRAPPERS:
+        wrapped = body.scalar("value")
+        if type_name.endswith(("DoubleValue", "FloatValue")):
+            return _number(wrapped if wrapped is not None else 0, as_float=True)
+        if type_name.endswith("BoolValue"):
+            return wrapped in ("true", "True", "t", 1)
+        if type_name.endswith("StringValue"):
+            return (wrapped or b"").decode("utf-8") if isinstance(wrapped, bytes | None) else ""
+        if type_name.endswith("BytesValue"):
+            return wrapped if isinstance(wrapped, bytes) else b""
+        return _number(wrapped if wrapped is not None else 0)
+    raise Unsupported("protobuf messages")
+
+
+def same_value(expected: Any, actual: Any) -> bool:
+    """CEL value equality for checking results: types must match (``1`` is not ``1.0``,
+    ``true`` is not ``1``), NaN matches NaN, maps compare by entries."""
+    if type(expected) is not type(actual):
+        if isinstance(expected, datetime) and isinstance(actual, datetime):
+            return expected == actual
+        if isinstance(expected, timedelta) and isinstance(actual, timedelta):
+            return expected == actual
+        if isinstance(expected, dict) and isinstance(actual, Mapping):
+            pass
+        elif isinstance(expected, list) and isinstance(actual, list | tuple):
+            pass
+        else:
+            return False
+    if isinstance(expected, float):
+        return (math.isnan(expected) and math.isnan(actual)) or expected == actual
+    if isinstance(expected, list):
+        return len(expected) == len(actual) and all(
+            same_value(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    if isinstance(expected, dict):
+        if len(expected) != len(actual):
+            return False
+        for key, value in expected.items():
+            matches = [k for k in actual if same_value(key, k)]
+            if len(matches) != 1 or not same_value(value, actual[matches[0]]):
+                return False
+        return True
+    return bool(expected == actual)
+
+
+# ---------------------------------------------------------------------------------------------
+# Test cases
+# ---------------------------------------------------------------------------------------------
+
+_MESSAGE_NAMES = re.compile(
+    r"\bTestAllTypes\b|\bNestedTestAllTypes\b|\bgoogle\.protobuf\.|\bcel\.expr\."
+)
+_EXPECTATIONS = (
+    "value", "typed_result", "eval_error", "any_eval_errors", "unknown", "any_unknowns",
+)
+
+
+@dataclass(frozen=True)
+class ConformanceCase:
+    """One conformance test, ready to run (or the reason it cannot run)."""
+
+    file: str
+    section: str
+    name: str
+    expr: str
+    bindings: Mapping[str, Any]
+    expect_error: bool
+    expected: Any  # the value when ``expect_error`` is false
+    skip: str | None  # a reason category, or None when the case runs
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.file}/{self.section}/{self.name}"
+
+
+def _skip_category(test: TextMessage) -> str | None:
+    expr = test.text("expr")
+    if test.flag("check_only"):
+        return "type-checking only"
+    if test.text("container"):
+        return "containers"
+    if _MESSAGE_NAMES.search(expr):
+        return "protobuf messages"
+    for declaration in test.messages("type_env"):
+        if "message_type" in repr_declaration(declaration) or declaration.has("function"):
+            return "protobuf messages" if declaration.has("ident") else "custom functions"
+    if test.has("unknown") or test.has("any_unknowns"):
+        return "unknowns"
+    if not any(test.has(name) for name in _EXPECTATIONS):
+        return "type-checking only"
+    return None
+
+
+def repr_declaration(message: TextMessage) -> str:
+    """A flat rendering of a type declaration, enough to spot message types in it."""
+    parts: list[str] = []
+    for name, values in message.fields.items():
+        for value in values:
+            parts.append(name)
+            if isinstance(value, TextMessage):
+                parts.append(repr_declaration(value))
+    return " ".join(parts)
+
+
+def _case_from(file: str, section: str, test: TextMessage) -> ConformanceCase:
+    name = test.text("name")
+    expr = test.text("expr")
+    skip = _skip_category(test)
+    bindings: dict[str, Any] = {}
+    expected: Any = None
+    expect_error = test.has("eval_error") or test.has("any_eval_errors")
+    if skip is None:
+        try:
+            for binding in test.messages("bindings"):
+                holder = binding.message("value")
+                value = holder.message("value") if holder is not None else None
+                if value is None:
+                    raise Unsupported("error or unknown bindings")
+                name = binding.text("key")
+                if "." in name:
+                    raise Unsupported("qualified variable names")
+                bindings[name] = to_python(value)
+            if not expect_error:
+                result = test.message("value")
+                if result is None:
+                    typed = test.message("typed_result")
+                    result = typed.message("result") if typed is not None else None
+                if result is None:
+                    raise Unsupported("type-checking only")
+                expected = to_python(result)
+        except Unsupported as reason:
+            skip = reason.category
+    return ConformanceCase(file, section, name, expr, bindings, expect_error, expected, skip)
+
+
+def load_cases(directory: Path) -> Iterator[ConformanceCase]:
+    """Every test of every ``*.textproto`` file in ``directory``, in file order."""
+    for path in sorted(directory.glob("*.textproto")):
+        document = parse_text_format(path.read_text(encoding="utf-8"))
+        for section in document.messages("section"):
+            for test in section.messages("test"):
+                yield _case_from(path.stem, section.text("name"), test)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------
+
+Evaluator = Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    detail: str  # what happened, for the report
+
+
+def _judge(case: ConformanceCase, run: Callable[[], Any]) -> Outcome:
+    try:
+        actual = run()
+    except CelEvaluationError as error:
+        if case.expect_error:
+            return Outcome(True, f"error: {error}")
+        return Outcome(False, f"error {str(error)[:120]!r}, expected {case.expected!r}")
+    except CelSyntaxError as error:
+        return Outcome(False, f"syntax error: {error}")
+    except Exception as error:  # a crash of the evaluator itself counts as a failure
+        return Outcome(False, f"crash {type(error).__name__}: {str(error)[:120]}")
+    if case.expect_error:
+        return Outcome(False, f"value {actual!r}, expected an error")
+    if same_value(case.expected, actual):
+        return Outcome(True, f"value {actual!r}")
+    return Outcome(False, f"value {actual!r}, expected {case.expected!r}")
+
+
+def cel_python_evaluator(source: str | Tree[Token]) -> Evaluator:
+    """cel-python's interpreter with no callgate code in the evaluation path; ``source`` is
+    CEL text or the tree ``callgate_rules.cel.expression.parse`` made of it."""
+    program = celpy.Environment().program(parse(source) if isinstance(source, str) else source)
+
+    def evaluate(variables: Mapping[str, Any]) -> Any:
+        activation = {name: to_cel(value) for name, value in variables.items()}
+        try:
+            result = program.evaluate(activation)
+        except CELEvalError as error:
+            raise CelEvaluationError(str(error.args[0] if error.args else error)) from None
+        except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError) as error:
+            raise CelEvaluationError(str(error)) from None
+        if isinstance(result, CELEvalError):
+            raise CelEvaluationError(str(result.args[0] if result.args else result))
+        return from_cel(result)
+
+    return evaluate
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: ConformanceCase
+    backend: str  # which backend compile_expression chose: "compiled" or "cel-python"
+    compiled: Outcome
+    cel_python: Outcome
+
+
+@dataclass
+class ConformanceReport:
+    directory: Path
+    results: list[CaseResult] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ran(self) -> int:
+        return len(self.results)
+
+    def passed(self, backend: str) -> int:
+        return sum(1 for result in self.results if _outcome(result, backend).passed)
+
+    def failures(self, backend: str) -> list[CaseResult]:
+        return [result for result in self.results if not _outcome(result, backend).passed]
+
+    def regressions(self) -> list[CaseResult]:
+        """Tests cel-python passes and the compiled path fails."""
+        return [r for r in self.results if r.cel_python.passed and not r.compiled.passed]
+
+    def format(self, verbose: bool = False) -> str:
+        compiled_backend = Counter(result.backend for result in self.results)
+        lines = [
+            f"CEL conformance ({self.directory})",
+            f"  ran {self.ran}, skipped {sum(self.skipped.values())}",
+            f"  compile_expression: passed {self.passed('compiled')}, "
+            f"failed {len(self.failures('compiled'))} "
+            f"(backend compiled {compiled_backend['compiled']}, "
+            f"fell back to cel-python {compiled_backend['cel-python']})",
+            f"  cel-python alone:   passed {self.passed('cel-python')}, "
+            f"failed {len(self.failures('cel-python'))}",
+            f"  cel-python passes but compiled fails: {len(self.regressions())}",
+            f"  compiled passes but cel-python fails: "
+            f"{sum(1 for r in self.results if r.compiled.passed and not r.cel_python.passed)}",
+            "  skipped by reason:",
+        ]
+        lines += [f"    {reason}: {count}" for reason, count in sorted(self.skipped.items())]
+        listed = self.regressions() if not verbose else self.failures("compiled")
+        if listed:
+            lines.append("  compiled failures:" if verbose else "  regressions:")
+            lines += [
+                f"    {r.case.case_id}: {r.case.expr!r} → {r.compiled.detail}" for r in listed
+            ]
+        if verbose:
+            lines.append("  cel-python failures:")
+            lines += [
+                f"    {r.case.case_id}: {r.case.expr!r} → {r.cel_python.detail}"
+                for r in self.failures("cel-python")
+            ]
+        return "\n".join(lines)
+
+
+def _outcome(result: CaseResult, backend: str) -> Outcome:
+    return result.compiled if backend == "compiled" else result.cel_python
+
+
+def run_case(case: ConformanceCase) -> CaseResult:
+    backend = "none"
+
+    def compiled() -> Any:
+        nonlocal backend
+        expression = compile_expression(case.expr)
+        backend = expression.backend
+        return expression(case.bindings)
+
+    compiled_outcome = _judge(case, compiled)
+    cel_python_outcome = _judge(case, lambda: cel_python_evaluator(case.expr)(case.bindings))
+    return CaseResult(case, backend, compiled_outcome, cel_python_outcome)
+
+
+def run_conformance(directory: Path) -> ConformanceReport:
+    report = ConformanceReport(directory)
+    for case in load_cases(directory):
+        if case.skip is not None:
+            report.skipped[case.skip] += 1
+        else:
+            report.results.append(run_case(case))
+    return report
+
+
+def default_directory() -> Path:
+    """``$CALLGATE_CEL_CONFORMANCE_DIR``, else ``shared/conformance/cel-spec`` beside the repo."""
+    configured = os.environ.get(ENVIRONMENT_VARIABLE)
+    if configured:
+        return Path(configured)
+    repository_root = Path(__file__).resolve().parents[2]
+    return repository_root / ".." / "shared" / "conformance" / "cel-spec"
+
+
+def main(arguments: list[str]) -> int:
+    verbose = "-v" in arguments
+    positional = [argument for argument in arguments if argument != "-v"]
+    directory = Path(positional[0]) if positional else default_directory()
+    if not directory.is_dir():
+        print(f"no conformance data at {directory}", file=sys.stderr)
+        return 2
+    report = run_conformance(directory)
+    print(report.format(verbose=verbose))
+    return 1 if report.regressions() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,308 @@
+"""CEL behind one small interface: source text in, a callable over a variables mapping out.
+
+Everything else in callgate sees only ``compile_expression`` and ``CompiledExpression``, so
+the evaluator can be swapped (cel-python's interpreter today, a compiler to Python
+closures tomorrow) without touching the pipeline.
+
+Values crossing this border are plain Python: ``dict``, ``list``, ``str``, ``int``,
+``float``, ``bool``, ``None``, timezone-aware ``datetime`` for CEL timestamps and
+``timedelta`` for CEL durations. Results come back the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import celpy
+from celpy import celtypes
+from lark import Token, Tree
+
+from callgate_rules.errors import CallgateError
+
+if TYPE_CHECKING:
+    from callgate_rules.cel.compiler import Compiled, Inline
+
+Path = tuple[str, ...]
+
+# Macros whose first argument names a new local variable, not a field of the activation.
+_BINDING_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+class CelSyntaxError(CallgateError):
+    """The expression does not parse; ``line``/``column`` are 1-based within the expression."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class CelEvaluationError(CallgateError):
+    """The expression failed at run time (missing field, no such overload, division by zero)."""
+
+
+@dataclass(frozen=True)
+class CompiledExpression:
+    """One CEL expression, parsed and prepared once."""
+
+    source: str
+    backend: str  # "cel-python" or "compiled"
+    variables: frozenset[str]  # top-level names it reads (``args``, ``actor``, ``now``, ...)
+    references: frozenset[Path]  # field paths it reads, e.g. ("args", "dueAt")
+    guarded: frozenset[Path]  # paths tested with has(), so absence is handled
+    evaluate: Callable[[Mapping[str, Any]], Any] = field(repr=False, compare=False)
+    # the compiled code to inline in other generated code, where it allows that
+    inline: Inline | None = field(default=None, repr=False, compare=False)
+
+    def __call__(self, variables: Mapping[str, Any]) -> Any:
+        return self.evaluate(variables)
+
+
+_environment = celpy.Environment()
+
+
+def parse(source: str) -> Tree:
+    """Parse ``source`` with cel-python's parser; raise ``CelSyntaxError`` with its place."""
+    try:
+        return _environment.compile(source)
+    except celpy.CELParseError as error:
+        line = getattr(error, "line", None) or 1
+        column = getattr(error, "column", None) or 1
+        raise CelSyntaxError(_syntax_message(source, line, column), line, column) from None
+
+
+def _syntax_message(source: str, line: int, column: int) -> str:
+    """Name what the parser stumbled on, not a dump of the whole expression."""
+    lines = source.splitlines() or [""]
+    text = lines[min(line, len(lines)) - 1]
+    rest = text[column - 1:].strip()
+    if not rest:
+        return "CEL syntax error: the expression ends too early (a missing operand or ')'?)"
+    token = re.match(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|\S{1,2}", rest)
+    found = token.group(0) if token else rest[:1]
+    return f"CEL syntax error: unexpected `{found}` here"
+
+
+def compile_expression(source: str) -> CompiledExpression:
+    """Parse and prepare ``source`` once; the result is safe to share between threads."""
+    tree = parse(source)
+    references, guarded, variables = _references(tree)
+    compiled = _compile_fast(tree)
+    return CompiledExpression(
+        source=source,
+        backend="compiled" if compiled is not None else "cel-python",
+        variables=frozenset(variables),
+        references=frozenset(references),
+        guarded=frozenset(guarded),
+        evaluate=compiled.evaluate if compiled is not None else _interpreted(tree),
+        inline=compiled.inline if compiled is not None else None,
+    )
+
+
+def _compile_fast(tree: Tree) -> Compiled | None:
+    """The compiler to Python; ``None`` means "not supported, use cel-python"."""
+    from callgate_rules.cel.compiler import compile_program  # it imports this module's errors
+
+    return compile_program(tree)
+
+
+# The cel-python fallback ---------------------------------------------------------------------
+
+
+# Functions callgate adds to standard CEL (both backends must provide them).
+EXTENSION_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "lowerAscii": lambda s: celtypes.StringType(
+        "".join(c.lower() if c.isascii() else c for c in s)),
+    "upperAscii": lambda s: celtypes.StringType(
+        "".join(c.upper() if c.isascii() else c for c in s)),
+}
+
+
+def _interpreted(tree: Tree) -> Callable[[Mapping[str, Any]], Any]:
+    program = _environment.program(tree, functions=dict(EXTENSION_FUNCTIONS))
+
+    def evaluate(variables: Mapping[str, Any]) -> Any:
+        activation = {name: to_cel(value) for name, value in variables.items()}
+        try:
+            result = program.evaluate(activation)
+        except celpy.CELEvalError as error:
+            raise CelEvaluationError(_eval_message(error)) from None
+        except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError) as error:
+            raise CelEvaluationError(str(error)) from None
+        if isinstance(result, celpy.CELEvalError):
+            raise CelEvaluationError(_eval_message(result))
+        return from_cel(result)
+
+    return evaluate
+
+
+def _eval_message(error: BaseException) -> str:
+    args = getattr(error, "args", ())
+    text = args[0] if args and isinstance(args[0], str) else str(error)
+    # cel-python appends a dump of the whole activation; a person needs the first clause.
+    return text.split(" (in activation", 1)[0].splitlines()[0][:300]
+
+
+def to_cel(value: Any) -> Any:
+    """Plain Python → cel-python's types."""
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return celtypes.TimestampType(value)
+    if isinstance(value, timedelta):
+        return celtypes.DurationType(value)
+    if isinstance(value, Mapping):
+        return celtypes.MapType(
+            {celtypes.StringType(k): to_cel(v) for k, v in value.items()}
+        )
+    if isinstance(value, list | tuple):
+        return celtypes.ListType([to_cel(v) for v in value])
+    if isinstance(value, bytes):
+        return celtypes.BytesType(value)
+    return value
+
+
+def from_cel(value: Any) -> Any:
+    """cel-python's types → plain Python."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.TimestampType):
+        return datetime.fromtimestamp(value.timestamp(), tz=value.tzinfo)
+    if isinstance(value, celtypes.DurationType):
+        return timedelta(seconds=value.total_seconds())
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.BytesType):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        return {from_cel(k): from_cel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_cel(v) for v in value]
+    return value
+
+
+# What an expression reads, for lint ---------------------------------------------------------
+
+
+def _references(tree: Tree) -> tuple[set[Path], set[Path], set[str]]:
+    references: set[Path] = set()
+    guarded: set[Path] = set()
+    variables: set[str] = set()
+    _walk(tree, frozenset(), references, guarded, variables)
+    return references, guarded, variables
+
+
+def _walk(
+    node: Tree,
+    locals_: frozenset[str],
+    references: set[Path],
+    guarded: set[Path],
+    variables: set[str],
+) -> None:
+    if node.data == "member_dot_arg":
+        target, method, arguments = node.children[0], node.children[1], node.children[2:]
+        _walk_child(target, locals_, references, guarded, variables)
+        name = str(method)
+        inner = locals_
+        exprs = _exprlist(arguments)
+        if name in _BINDING_MACROS and exprs:
+            bound = _ident_of(exprs[0])
+            if bound:
+                inner = locals_ | {bound}
+                exprs = exprs[1:]
+        for expr in exprs:
+            _walk(expr, inner, references, guarded, variables)
+        return
+    if node.data == "ident_arg" and str(node.children[0]) == "has":
+        for expr in _exprlist(node.children[1:]):
+            path = _path_of(_unwrap(expr), locals_)
+            if path:
+                guarded.add(path)
+                references.add(path)
+                variables.add(path[0])
+            else:
+                _walk(expr, locals_, references, guarded, variables)
+        return
+    path = _path_of(node, locals_) if node.data in ("member", "member_dot", "primary") else None
+    if path:
+        references.add(path)
+        variables.add(path[0])
+        return
+    for child in node.children:
+        _walk_child(child, locals_, references, guarded, variables)
+
+
+def _walk_child(
+    child: Tree | Token,
+    locals_: frozenset[str],
+    references: set[Path],
+    guarded: set[Path],
+    variables: set[str],
+) -> None:
+    if isinstance(child, Tree):
+        _walk(child, locals_, references, guarded, variables)
+
+
+def _exprlist(children: list[Any]) -> list[Tree]:
+    exprs: list[Tree] = []
+    for child in children:
+        if isinstance(child, Tree) and child.data == "exprlist":
+            exprs.extend(c for c in child.children if isinstance(c, Tree))
+        elif isinstance(child, Tree):
+            exprs.append(child)
+    return exprs
+
+
+def _unwrap(node: Tree) -> Tree:
+    """Descend through single-child wrapper rules (expr → conditionalor → ... → member)."""
+    while (
+        isinstance(node, Tree)
+        and node.data not in ("member_dot", "primary", "member_dot_arg", "member_index")
+        and len(node.children) == 1
+        and isinstance(node.children[0], Tree)
+    ):
+        node = node.children[0]
+    return node
+
+
+def _ident_of(expr: Tree) -> str | None:
+    node = _unwrap(expr)
+    if node.data == "primary" and node.children:
+        child = node.children[0]
+        if isinstance(child, Tree) and child.data == "ident":
+            return str(child.children[0])
+    return None
+
+
+def _path_of(node: Tree, locals_: frozenset[str]) -> Path | None:
+    """``args.a.b`` → ("args", "a", "b"); ``None`` when the node is not a plain field chain."""
+    node = _unwrap(node)
+    names: list[str] = []
+    while node.data == "member_dot":
+        names.append(str(node.children[1]))
+        node = _unwrap(node.children[0])
+    if node.data != "primary" or not node.children:
+        return None
+    head = node.children[0]
+    if not (isinstance(head, Tree) and head.data == "ident"):
+        return None
+    root = str(head.children[0])
+    if root in locals_:
+        return None
+    return (root, *reversed(names))

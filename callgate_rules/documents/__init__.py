@@ -1,0 +1,3 @@
+"""The document model (ToolContract, AccessPolicy, RoutingTable), its JSON Schemas, and the
+compiler from YAML to one immutable ``GateConfig``.
+"""

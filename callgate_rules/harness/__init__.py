@@ -1,0 +1,2 @@
+"""The users' test harness: policy tests, scenarios, the simulator, evaluation, worlds.
+"""

@@ -1,0 +1,171 @@
+"""``callgate test``: policy test cases beside the policies, like ``opa test``.
+
+A test file is a document of kind ``PolicyTest`` (the compiler skips it, so it can live in
+``policies/`` next to what it tests)::
+
+    apiVersion: callgate/v1
+    kind: PolicyTest
+    metadata: {name: follow-up-tests, description: What createFollowUp must decide}
+    spec:
+      actor: ../examples/actors/dana.yaml      # defaults for every case; paths are
+      world: ../examples/world.yaml            # relative to this file
+      now: "2026-11-29T12:00:00Z"
+      cases:
+        - name: another tenant's ticket
+          propose: {name: createFollowUp, arguments: {ticketId: T-2001, ...}}
+          expect: {route: refuse, error_class: forbidden, rule: default-deny, writes: 0,
+                   agent_message_contains: "No ticket T-2001"}
+        - name: a scripted sequence
+          faults: {createFollowUp: {fail_before_sending: 1}}
+          steps:                                # the scenario step format
+            - propose: {...}
+              expect: {...}
+
+A case is a scenario (see ``scenarios.py``) with the file's defaults; ``propose`` plus
+``expect`` is shorthand for one step. Coverage counts, per document, the business and
+access rules no case made fire, and the routes and error classes no case produced — including
+the ones the state machine passes through on the way (``retry``, ``reconcile``,
+``transient``, ``unknown_outcome``), read from each decision's trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from callgate_rules.documents.model import GateConfig
+from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text
+from callgate_rules.errors import InputError
+from callgate_rules.harness.scenarios import Scenario, ScenarioResult, _scenario
+from callgate_rules.taxonomy import ErrorClass, Route
+
+CASE_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "propose",
+                       "steps", "expect", "session", "conversation"})
+
+
+def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
+    """Every case of every PolicyTest document under ``paths``."""
+    cases: list[Scenario] = []
+    for file in iter_yaml_files([Path(p) for p in paths]):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise InputError(f"{file}: cannot read: {error}") from None
+        if "PolicyTest" not in text:
+            continue  # a contract or policy beside the tests: not ours to parse twice
+        for document in parse_yaml_text(text, str(file)):
+            data = document.data
+            if not isinstance(data, dict) or data.get("kind") != "PolicyTest":
+                continue
+            spec = data.get("spec")
+            if not isinstance(spec, dict) or not isinstance(spec.get("cases"), list):
+                raise InputError(f"{document.locate(('spec',))}: a PolicyTest needs "
+                                 "spec.cases, a list of cases")
+            defaults = {k: spec[k] for k in ("actor", "world", "now", "faults", "session")
+                        if k in spec}
+            for index in range(len(spec["cases"])):
+                cases.append(_case(document.sub(("spec", "cases", index)), file, defaults))
+    return cases
+
+
+def _case(document: Any, file: Path, defaults: Mapping[str, Any]) -> Scenario:
+    data = document.data
+    where = document.locate(())
+    if not isinstance(data, dict) or "name" not in data:
+        raise InputError(f"{where}: a test case needs a name")
+    unknown = sorted(set(data) - CASE_KEYS)
+    if unknown:
+        raise InputError(f"{document.locate((unknown[0], '<key>'))}: unknown case field "
+                         f"{unknown[0]!r}; known: {', '.join(sorted(CASE_KEYS))}")
+    if ("propose" in data) == ("steps" in data):
+        raise InputError(f"{where}: a test case needs either propose (one call) or steps "
+                         "(a scripted sequence)")
+    if "propose" in data:
+        rest = {k: v for k, v in data.items() if k not in ("propose", "expect")}
+        data = {**rest, "steps": [{"propose": data["propose"],
+                                   "expect": data.get("expect", {})}]}
+    return _scenario(type(document)(document.path, data, document.places, document.index),
+                     file, defaults)
+
+
+@dataclass
+class Coverage:
+    """What the cases exercised, per document."""
+
+    rules: dict[str, dict[str, bool]] = field(default_factory=dict)  # document → rule → fired
+    routes: dict[str, bool] = field(default_factory=dict)
+    error_classes: dict[str, bool] = field(default_factory=dict)
+    routing_document: str = "RoutingTable (built-in defaults)"
+
+    @property
+    def covered(self) -> int:
+        return (sum(sum(r.values()) for r in self.rules.values())
+                + sum(self.routes.values()) + sum(self.error_classes.values()))
+
+    @property
+    def total(self) -> int:
+        return (sum(len(r) for r in self.rules.values()) + len(self.routes)
+                + len(self.error_classes))
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.covered / self.total if self.total else 100.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "percent": round(self.percent, 1),
+            "documents": {
+                **{doc: {"rules_not_exercised": sorted(n for n, hit in rules.items() if not hit),
+                         "rules": len(rules)} for doc, rules in self.rules.items()},
+                self.routing_document: {
+                    "routes_not_produced": sorted(r for r, hit in self.routes.items() if not hit),
+                    "error_classes_not_produced": sorted(
+                        c for c, hit in self.error_classes.items() if not hit)},
+            },
+        }
+
+
+def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
+    report = Coverage()
+    for contract in config.contracts.values():
+        if contract.rules:
+            report.rules[contract.document.key] = {rule.name: False for rule in contract.rules}
+    for rule in config.policies.rules:
+        report.rules.setdefault(rule.document.key, {})[rule.name] = False
+    report.routes = {str(route): False for route in Route}
+    report.error_classes = {str(error_class): False for error_class in ErrorClass}
+    if config.routing.document is not None:
+        report.routing_document = config.routing.document.key
+    access_keys = {rule.qualified_name: (rule.document.key, rule.name)
+                   for rule in config.policies.rules}
+    for result in results:
+        for step in result.steps:
+            decision = step.decision
+            report.routes[str(decision.route)] = True
+            if decision.error_class is not None:
+                report.error_classes[str(decision.error_class)] = True
+            decided = config.contracts.get(decision.tool or "")
+            for entry in decision.trace:
+                if entry.step == "validate" and entry.subject.startswith("rule ") and decided:
+                    fired = entry.result in ("fail", "error")
+                    rules = report.rules.get(decided.document.key, {})
+                    name = entry.subject.removeprefix("rule ")
+                    if fired and name in rules:
+                        rules[name] = True
+                elif entry.step == "execute" and entry.subject == "send":
+                    # the call passed the checks and went out: the execute route was taken
+                    report.routes[str(Route.EXECUTE)] = True
+                    head = entry.result.split(":")[0]
+                    if head in report.error_classes:  # failed before or after sending
+                        report.error_classes[head] = True
+                elif entry.step == "route" and entry.subject == "retry":
+                    report.routes[str(Route.RETRY)] = True
+                elif entry.step == "reconcile":
+                    report.routes[str(Route.RECONCILE)] = True
+                elif entry.step == "authorize" and entry.subject in access_keys:
+                    if entry.result.split(" ")[0] in ("allow", "deny"):
+                        document, name = access_keys[entry.subject]
+                        report.rules[document][name] = True
+    return report

@@ -1,0 +1,191 @@
+"""Speaking the model APIs' formats: decisions as tool results, contracts as tool definitions.
+
+The agent message is the only text that goes back to the model; the destination's original
+result travels inside it for successful calls and stays in ``Decision.result`` for the host.
+
+Tool definitions come from the contracts, so the tool list a model is offered and the gate
+that checks its calls can never drift apart. One renderer per API, each emitting only fields
+that API's published SDK type accepts:
+
+- ``openai``: ``openai.types.chat.ChatCompletionToolParam``; no field for examples.
+- ``openai-responses``: ``openai.types.responses.FunctionToolParam``; no field for examples.
+- ``anthropic``: ``anthropic.types.ToolParam``; the examples go to ``input_examples``.
+- ``mcp``: ``mcp.types.Tool`` (wire names, camelCase); no field for examples.
+
+Contract examples are never pasted into the description: the description is the text the
+contract's owner wrote for the model, and ``callgate catalog`` shows the examples to people.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from callgate_rules.documents.model import Contract, GateConfig
+from callgate_rules.errors import CallgateError
+from callgate_rules.pipeline.decision import Decision
+
+
+class ToolDefinitionError(CallgateError):
+    """A contract cannot be offered in an API's format (a name or schema it rejects)."""
+
+
+def _content(decision: Decision) -> str:
+    return decision.agent_message
+
+
+# Decisions as tool results ----------------------------------------------------------------
+
+
+def openai_tool_message(decision: Decision, call_id: str | None = None) -> dict[str, Any]:
+    """A Chat Completions ``{"role": "tool", ...}`` message answering the model's call."""
+    return {"role": "tool", "tool_call_id": call_id or decision.call_id or "",
+            "content": _content(decision)}
+
+
+def openai_function_call_output(decision: Decision, call_id: str | None = None
+                                ) -> dict[str, Any]:
+    """A Responses API ``function_call_output`` item answering the model's call."""
+    return {"type": "function_call_output", "call_id": call_id or decision.call_id or "",
+            "output": _content(decision)}
+
+
+def anthropic_tool_result(decision: Decision, tool_use_id: str | None = None
+                          ) -> dict[str, Any]:
+    """An Anthropic ``tool_result`` content block; ``is_error`` when the call did not run."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id or decision.call_id or "",
+            "content": _content(decision), "is_error": decision.error_class is not None}
+
+
+# Contracts as tool definitions ------------------------------------------------------------
+
+
+def _parameters(contract: Contract) -> dict[str, Any]:
+    """A private copy of the compiled arguments schema (objects already closed with
+    ``additionalProperties: false``), so a caller editing the list cannot touch the gate."""
+    return copy.deepcopy(dict(contract.arguments_schema))
+
+
+def _json_value(value: Any) -> Any:
+    """Example arguments as JSON: YAML may have loaded an unquoted date as a date object."""
+    if isinstance(value, Mapping):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def openai_tool(contract: Contract) -> dict[str, Any]:
+    """A Chat Completions tool definition.
+
+    ``strict`` is sent as false on purpose: strict mode accepts only a subset of JSON Schema
+    (every property required, no ``format``), and callgate validates the full schema anyway.
+    """
+    return {"type": "function", "function": {
+        "name": contract.name, "description": contract.document.description,
+        "parameters": _parameters(contract), "strict": False}}
+
+
+def openai_responses_tool(contract: Contract) -> dict[str, Any]:
+    """A Responses API function tool. The Responses API turns strict mode *on* when
+    ``strict`` is missing, so it is always sent (false, as for Chat Completions)."""
+    return {"type": "function", "name": contract.name,
+            "description": contract.document.description,
+            "parameters": _parameters(contract), "strict": False}
+
+
+def anthropic_tool(contract: Contract) -> dict[str, Any]:
+    """An Anthropic custom tool; the contract's examples go to ``input_examples``."""
+    tool: dict[str, Any] = {"name": contract.name, "description": contract.document.description,
+                            "input_schema": _parameters(contract)}
+    if contract.examples:
+        tool["input_examples"] = [_json_value(example.arguments)
+                                  for example in contract.examples]
+    return tool
+
+
+def mcp_tool(contract: Contract) -> dict[str, Any]:
+    """An MCP ``Tool`` (wire names, camelCase).
+
+    ``idempotentHint`` is true only for reads: the gate suppresses a repeated write within one
+    request (same operation ID), but the same arguments in a new request are a new write, so a
+    client must not assume repeating a write is free. ``destructiveHint`` is left out (the
+    protocol's default, true, is the careful reading) because a contract does not say.
+    """
+    return {"name": contract.name, "description": contract.document.description,
+            "inputSchema": _parameters(contract),
+            "annotations": {"readOnlyHint": not contract.is_write,
+                            "idempotentHint": not contract.is_write}}
+
+
+# What each API accepts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """One API's tool definition: how to render a contract and which names it accepts."""
+
+    title: str
+    render: Callable[[Contract], dict[str, Any]]
+    name_pattern: re.Pattern[str]
+    name_rule: str
+    # OpenAI and Anthropic reject a parameters schema whose top is a oneOf/anyOf/allOf.
+    top_level_combinators_allowed: bool
+
+
+_OPENAI_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_OPENAI_NAME_RULE = "letters, digits, _ and -, at most 64 characters"
+
+TOOL_FORMATS: Mapping[str, ToolFormat] = {
+    "openai": ToolFormat("OpenAI Chat Completions", openai_tool, _OPENAI_NAME,
+                         _OPENAI_NAME_RULE, False),
+    "openai-responses": ToolFormat("OpenAI Responses", openai_responses_tool, _OPENAI_NAME,
+                                   _OPENAI_NAME_RULE, False),
+    "anthropic": ToolFormat("Anthropic", anthropic_tool, _OPENAI_NAME, _OPENAI_NAME_RULE,
+                            False),
+    "mcp": ToolFormat("MCP", mcp_tool, re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
+                      "letters, digits, _, - and ., at most 128 characters", True),
+}
+
+_COMBINATORS = ("oneOf", "anyOf", "allOf")
+
+
+def _problems(contract: Contract, tool_format: ToolFormat) -> list[str]:
+    where = f"{contract.document.location}: tool {contract.name!r}"
+    problems = []
+    if not tool_format.name_pattern.match(contract.name):
+        problems.append(f"{where}: {tool_format.title} accepts tool names of "
+                        f"{tool_format.name_rule}; rename the tool")
+    schema = contract.arguments_schema
+    if schema.get("type") != "object":
+        problems.append(f"{where}: {tool_format.title} needs `type: object` at the top of "
+                        "spec.arguments")
+    if not tool_format.top_level_combinators_allowed:
+        found = [keyword for keyword in _COMBINATORS if keyword in schema]
+        if found:
+            problems.append(f"{where}: {tool_format.title} rejects {', '.join(found)} at the "
+                            "top of spec.arguments; move it into a property")
+    return problems
+
+
+def tool_definitions(config: GateConfig, style: str) -> list[dict[str, Any]]:
+    """The contracts as the tool list of ``style`` (one of ``TOOL_FORMATS``), sorted by name.
+
+    Raises ``ToolDefinitionError`` naming every contract the API would refuse, rather than
+    letting the API refuse the whole request later.
+    """
+    if style not in TOOL_FORMATS:
+        raise ToolDefinitionError(f"unknown tool format {style!r}; use one of: "
+                                  f"{', '.join(TOOL_FORMATS)}")
+    tool_format = TOOL_FORMATS[style]
+    contracts = [config.contracts[name] for name in sorted(config.contracts)]
+    problems = [problem for contract in contracts for problem in _problems(contract, tool_format)]
+    if problems:
+        raise ToolDefinitionError("\n".join(problems))
+    return [tool_format.render(contract) for contract in contracts]

@@ -1,0 +1,206 @@
+"""Step 4 — AUTHORIZE: the actor from the runtime, rights as CEL, default deny, deny wins.
+
+The actor is whatever the host passes to the gate, never a value from the model's
+arguments. A denial tells the model nothing about the record: when the deciding rules read
+a looked-up record, the agent message is the same one the model gets for a record that does
+not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
+
+from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.documents.model import (
+    AccessPolicies,
+    AccessRule,
+    Contract,
+    Lookup,
+    Mode,
+    OnError,
+)
+from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
+from callgate_rules.pipeline.outcome import Rejection, as_decided
+from callgate_rules.pipeline.validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
+from callgate_rules.taxonomy import ErrorClass
+
+# Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
+# this.
+_ENFORCE = Mode.ENFORCE
+
+
+@dataclass(frozen=True)
+class ToolRules:
+    """The access rules that apply to one tool, all of them and by effect, in order: the
+    same for every call of the tool, so a gate works them out once."""
+
+    rules: tuple[AccessRule, ...]
+    denies: tuple[AccessRule, ...]
+    allows: tuple[AccessRule, ...]
+
+    @classmethod
+    def of(cls, policies: AccessPolicies, tool: str) -> ToolRules:
+        rules = policies.rules_for(tool)
+        return cls(rules, tuple(r for r in rules if r.effect == "deny"),
+                   tuple(r for r in rules if r.effect == "allow"))
+
+
+def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
+                session: Mapping[str, Any] | None = None) -> None:
+    """The host's actor and session facts must match their declared schemas: what does not
+    is never trusted."""
+    # The compiled verdicts first; jsonschema explains a failure.
+    valid = policies.actor_valid
+    if policies.actor_validator is not None and (valid is None or not valid(actor)):
+        _check_against(policies.actor_validator, actor, "actor", "actor-schema")
+    valid = policies.session_valid
+    if policies.session_validator is not None and (valid is None or not valid(session or {})):
+        _check_against(policies.session_validator, session or {}, "session", "session-schema")
+
+
+def _check_against(validator: Validator, value: Any, name: str, rule: str) -> None:
+    error = best_match(validator.iter_errors(value))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or name
+        raise Rejection(
+            ErrorClass.FORBIDDEN,
+            f"the {name} passed by the host does not match the declared {name} schema: "
+            f"{where}: {error.message}",
+            rule=rule,
+        )
+
+
+def authorize(
+    policies: AccessPolicies,
+    contract: Contract,
+    variables: Mapping[str, Any],
+    trace: list[RawTraceEntry],
+    shadow: list[ShadowVerdict],
+    rules: ToolRules | None = None,
+) -> str:
+    """The name of the deciding allow rule. Default deny; a matching deny beats any allow.
+    ``rules``: the tool's rules, when the caller has them already."""
+    rules = rules or ToolRules.of(policies, contract.name)
+    for rule in rules.denies:
+        if _matches(rule, variables, trace, shadow):
+            raise denial(contract, rule, (rule,), variables)
+    for rule in rules.allows:
+        if _matches(rule, variables, trace, shadow):
+            return rule.qualified_name
+    trace.append(DEFAULT_DENY)
+    raise denial(contract, None, rules.allows, variables)
+
+
+DEFAULT_DENY: RawTraceEntry = ("authorize", "default", "deny", "no allow rule matched")
+
+
+def may_see(
+    policies: AccessPolicies, contract: Contract, tool_rules: ToolRules | None = None,
+) -> MaySee:
+    """A filter for the candidates of a look-up with several matches: would the policy let
+    the actor act on this record? Only rules that can be evaluated with what is known so far
+    (no look-up still to come) take part. ``tool_rules``: the tool's rules, when the caller
+    has them already. Made once per tool."""
+    rules = tool_rules.rules if tool_rules else policies.rules_for(contract.name)
+
+    def visible(lookup: Lookup, record: Mapping[str, Any], variables: Mapping[str, Any]) -> bool:
+        probe = {**variables, lookup.name: record}
+        relevant = [
+            r for r in rules
+            if lookup.name in r.when.variables and r.when.variables <= probe.keys()
+        ]
+        if not relevant:
+            return True
+        scratch: list[RawTraceEntry] = []
+        shadow: list[ShadowVerdict] = []
+        if any(_matches(r, probe, scratch, shadow) for r in relevant if r.effect == "deny"):
+            return False
+        allows = [r for r in relevant if r.effect == "allow"]
+        return not allows or any(_matches(r, probe, scratch, shadow) for r in allows)
+
+    return visible
+
+
+def _matches(
+    rule: AccessRule,
+    variables: Mapping[str, Any],
+    trace: list[RawTraceEntry],
+    shadow: list[ShadowVerdict],
+) -> bool:
+    try:
+        value = rule.when.evaluate(variables)  # .evaluate: one call frame less
+        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
+    except CelEvaluationError as failure:
+        value, error = None, str(failure)
+    if error is not None:
+        # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
+        matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
+        trace.append(("authorize", rule.qualified_name, "error",
+                      f"{error}; counts as {'match' if matched else 'no match'}"))
+    else:
+        matched = value is True
+        trace.append(rule.matched if matched else rule.unmatched)
+    if matched and rule.mode != _ENFORCE:
+        shadow.append(ShadowVerdict(rule.qualified_name, str(rule.mode),
+                                    "forbidden" if rule.effect == "deny" else "allowed",
+                                    f"{rule.effect} rule {rule.name} matched"))
+        return False
+    return matched
+
+
+def denial(
+    contract: Contract,
+    rule: AccessRule | None,
+    deciding: tuple[AccessRule, ...],
+    variables: Mapping[str, Any],
+    record_lookups: list[Lookup] | None = None,
+) -> Rejection:
+    """The rejection of a call denied by ``rule``, or by default (``None``) when none of the
+    ``deciding`` allow rules matched. ``record_lookups``: ``records_read(contract,
+    deciding)``, when the caller keeps it."""
+    if record_lookups is None:
+        record_lookups = records_read(contract, deciding)
+    name = rule.qualified_name if rule else "default-deny"
+    return Rejection(
+        ErrorClass.FORBIDDEN,
+        f"denied by {name}",
+        rule=name,
+        # rendered when first read: most denials are only routed
+        agent_message=Deferred(_denial_message, contract, rule, record_lookups,
+                               as_decided(variables, denial_reads(contract, record_lookups))),
+        user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
+        speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
+    )
+
+
+_DENIAL_READS = ("args", "actor", "tool")  # what a deny rule's own message may name
+
+
+def denial_reads(contract: Contract, record_lookups: list[Lookup]) -> Iterable[str]:
+    """The variables a denial's message may read (``record_lookups`` as for ``denial``)."""
+    return contract.unavailable_reads if record_lookups else _DENIAL_READS
+
+
+def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:
+    """The looked-up records that ``rules`` read: when a denial depends on one, it must
+    speak as if that record did not exist."""
+    return [lookup for lookup in contract.lookups
+            if any(lookup.name in r.when.variables for r in rules)]
+
+
+def _denial_message(contract: Contract, rule: AccessRule | None, record_lookups: list[Lookup],
+                    variables: Mapping[str, Any]) -> str:
+    if record_lookups:
+        # The verdict depends on a record: answer exactly as if it did not exist.
+        return unavailable_message(contract, record_lookups[0], variables)
+    if rule is not None and rule.message is not None:
+        return rule.message.render({"args": variables.get("args", {}),
+                                    "actor": variables.get("actor", {}),
+                                    "tool": contract.name})
+    return (f"You are not allowed to call {contract.name} for this user. Tell the user "
+            "it cannot be done here.")

@@ -1,0 +1,182 @@
+"""Step 1 — PROPOSE: accept the model's raw output in the formats of the big APIs.
+
+Recognised shapes (a JSON text, bytes, or the decoded object):
+
+- OpenAI Chat Completions: a completion (``choices[0].message``), an assistant message with
+  ``tool_calls``, the ``tool_calls`` list, or one item ``{"type": "function", "function":
+  {"name", "arguments"}}`` — arguments as a JSON string;
+- OpenAI Responses: a response with ``output``, or ``{"type": "function_call", "name",
+  "arguments", "call_id"}`` items;
+- Anthropic Messages: a message with ``content`` blocks, or ``{"type": "tool_use", "name",
+  "input", "id"}`` blocks;
+- plain ``{"name": ..., "arguments": ...}`` with arguments as a JSON string or an object.
+
+This step only finds the calls; ``parse`` bounds them and takes exactly one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import partial
+from typing import Any, NamedTuple, TypeGuard
+
+import msgspec
+
+from callgate_rules.documents.model import InputLimits
+from callgate_rules.pipeline.outcome import Rejection
+from callgate_rules.taxonomy import ErrorClass
+
+
+class ProposedCall(NamedTuple):  # a tuple: made for every call, at a third of a dataclass's cost
+    name: Any  # not yet checked: the model may send anything
+    arguments: Any  # a JSON string or an already decoded value
+    call_id: str | None
+    format: str  # one of FORMATS
+
+
+FORMATS = ("openai-chat", "openai-responses", "anthropic", "plain")
+
+
+# ``ProposedCall(*fields)`` without the Python-level ``__new__`` a NamedTuple has: one C call
+_proposed_call = partial(tuple.__new__, ProposedCall)
+
+
+def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
+    """Every call in ``output``; raises ``Rejection(malformed)`` when there is none."""
+    if isinstance(output, (bytes, bytearray)):  # noqa: UP038 -- a tuple is checked faster
+        if len(output) > limits.max_bytes:
+            raise _too_large(len(output), limits)
+        try:
+            output = output.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Rejection(ErrorClass.MALFORMED, "model output is not UTF-8") from None
+    if isinstance(output, str):
+        size = len(output) if output.isascii() else len(output.encode("utf-8", "surrogatepass"))
+        if size > limits.max_bytes:
+            raise _too_large(size, limits)
+        output = decode_json(output, "model output is")
+    calls = _one_chat_call(output) or _calls_in(output)
+    if calls is None:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            "no tool call found: expected OpenAI tool_calls, an OpenAI Responses "
+            "function_call, an Anthropic tool_use block, or {\"name\", \"arguments\"}",
+        )
+    if not calls:
+        raise Rejection(ErrorClass.MALFORMED, "the message holds no tool call")
+    return calls
+
+
+# msgspec reads JSON about four times faster than the standard library, and a decision reads
+# two JSON texts. It refuses a few texts the standard library reads (NaN, 1e400, an escaped
+# lone surrogate) and its errors name bytes, not lines: whatever it refuses goes to
+# ``json.loads``, which then decides, so a text means exactly what it means to ``json``
+# (tests/test_json_decoding.py holds the two to that).
+_fast_decode = msgspec.json.Decoder().decode
+_FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
+
+
+def decode_json(text: str, what: str) -> Any:
+    """``json.loads`` with every way it can fail turned into ``malformed``; ``what`` names
+    the text with its verb ("arguments are")."""
+    if type(text) is str:  # msgspec takes no str subclass
+        try:
+            return _fast_decode(text)
+        except _FAST_REFUSALS:
+            pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise Rejection(
+            ErrorClass.MALFORMED,
+            f"{what} not valid JSON: {error.msg} at line {error.lineno} column {error.colno}",
+        ) from None
+    except RecursionError:
+        raise Rejection(ErrorClass.MALFORMED, f"{what} nested too deeply") from None
+    except ValueError as error:  # e.g. an integer literal of thousands of digits
+        raise Rejection(ErrorClass.MALFORMED, f"{what} not readable: {error}") from None
+
+
+def _too_large(size: int, limits: InputLimits) -> Rejection:
+    return Rejection(
+        ErrorClass.MALFORMED,
+        f"model output is {size} bytes, more than the limit of {limits.max_bytes}",
+        extra={"bound": "max_bytes"},
+    )
+
+
+def _calls_in(value: Any) -> list[ProposedCall] | None:
+    """The calls in ``value``, ``[]`` for a recognised message with none, ``None`` if unknown."""
+    if isinstance(value, list):
+        found: list[ProposedCall] = []
+        recognised = False
+        for item in value:
+            calls = _calls_in(item)
+            if calls is not None:
+                recognised = True
+                found.extend(calls)
+        return found if recognised else None
+    # isinstance(x, dict) first: decoded JSON is a dict, and the Mapping check is slower.
+    if not (isinstance(value, dict) or isinstance(value, Mapping)):
+        return None
+    get = value.get
+    # Containers: a completion, a response, a message.
+    choices = get("choices")
+    if isinstance(choices, list) and choices:
+        first = choices[0]
+        return _calls_in(first.get("message")) if _is_mapping(first) else None
+    if "tool_calls" in value:
+        tool_calls = value["tool_calls"]
+        return _calls_in(tool_calls) or [] if isinstance(tool_calls, list) else None
+    if isinstance(get("output"), list) and "name" not in value:
+        return _calls_in(value["output"]) or []
+    if isinstance(get("content"), list) and get("role") == "assistant":
+        return _calls_in(value["content"]) or []
+    # Single calls.
+    kind = get("type")
+    function = get("function")
+    if kind == "function" and _is_mapping(function):
+        return [ProposedCall(function.get("name"), function.get("arguments"),
+                             _str_or_none(get("id")), "openai-chat")]
+    if kind == "function_call":
+        return [ProposedCall(get("name"), get("arguments"),
+                             _str_or_none(get("call_id") or get("id")), "openai-responses")]
+    if kind == "tool_use":
+        return [ProposedCall(get("name"), get("input"), _str_or_none(get("id")), "anthropic")]
+    if kind in ("text", "message", "reasoning", "thinking"):
+        return []  # a recognised block that is not a call
+    if "name" in value and ("arguments" in value or "input" in value):
+        arguments = value["arguments"] if "arguments" in value else value["input"]
+        return [ProposedCall(value["name"], arguments, _str_or_none(get("id")), "plain")]
+    return None
+
+
+def _one_chat_call(value: Any) -> list[ProposedCall] | None:
+    """``_calls_in`` for the commonest output, an OpenAI Chat message with one function
+    call, found with a fraction of its look-ups; ``None`` for any other shape, which
+    ``_calls_in`` then reads. (Every test below is one ``_calls_in`` makes, in its order.)"""
+    if type(value) is not dict or "choices" in value:
+        return None
+    tool_calls = value.get("tool_calls")
+    if type(tool_calls) is not list or len(tool_calls) != 1:
+        return None
+    item = tool_calls[0]
+    if type(item) is not dict or "choices" in item or "tool_calls" in item \
+            or isinstance(item.get("output"), list) or isinstance(item.get("content"), list) \
+            or item.get("type") != "function":
+        return None
+    function = item.get("function")
+    if type(function) is not dict:
+        return None
+    call_id = item.get("id")
+    return [_proposed_call((function.get("name"), function.get("arguments"),
+                            call_id if isinstance(call_id, str) else None, "openai-chat"))]
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    return isinstance(value, dict) or isinstance(value, Mapping)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,75 @@
+"""Step 6 — RECONCILE: when the outcome is unknown, ask the destination; never write blind.
+
+``key``: the destination deduplicates by operation ID, so when it has no record a retry
+with the *same* ID is safe. ``lookup``: it can be asked, but not deduplicate, so "not found
+yet" may still be a late confirmation: ask again within the retry budget, then hand over.
+``none``: it cannot be asked at all: a person decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.documents.model import Contract, Idempotency
+from callgate_rules.pipeline.execute import Finder
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """The destination has the operation and it matches the call: a late confirmation."""
+
+    result: Any
+
+
+@dataclass(frozen=True)
+class Absent:
+    """The destination has no record of the operation (yet)."""
+
+    resend_is_safe: bool  # True when the destination deduplicates by operation ID
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The destination has something under this ID that does not match the call."""
+
+    found: Any
+    detail: str
+
+
+@dataclass(frozen=True)
+class Undecidable:
+    """The destination cannot be asked (idempotency ``none`` or no finder bound)."""
+
+    detail: str
+
+
+Verdict = Confirmed | Absent | Mismatch | Undecidable
+
+
+def reconcile(contract: Contract, finder: Finder | None, operation_id: str,
+              variables: Mapping[str, Any]) -> Verdict:
+    if contract.idempotency == Idempotency.NONE:
+        return Undecidable(f"{contract.name} declares idempotency none: the destination can "
+                           "neither deduplicate nor be asked")
+    if finder is None:
+        return Undecidable(f"no finder is bound for {contract.name}; bind one with "
+                           "Gate(finders=...) to reconcile")
+    try:
+        found = finder(contract.name, operation_id)
+    except Exception as error:  # noqa: BLE001 - a failed look-up decides nothing
+        return Undecidable(f"the look-up by operation ID failed: {type(error).__name__}: "
+                           f"{error}")
+    if found is None:
+        return Absent(resend_is_safe=contract.idempotency == Idempotency.KEY)
+    if contract.reconcile_match is not None:
+        try:
+            matches = contract.reconcile_match({**variables, "found": found}) is True
+        except CelEvaluationError as error:
+            return Mismatch(found, f"reconcile.match failed to evaluate: {error}")
+        if not matches:
+            return Mismatch(found, "what the destination holds under this operation ID does "
+                                   "not match the call's arguments")
+    return Confirmed(found)
