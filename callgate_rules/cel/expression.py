@@ -15,34 +15,23 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import celpy
 from celpy import celtypes
 from lark import Token, Tree
 
-from callgate_rules.errors import CallgateError
+from callgate_rules.cel.compiler import Compiled, Inline, compile_program
 
-if TYPE_CHECKING:
-    from callgate_rules.cel.compiler import Compiled, Inline
+# Re-exported: the errors are part of this interface (``from ...expression import
+# CelEvaluationError`` keeps working), though they live below the compiler, in ``errors``.
+from callgate_rules.cel.errors import CelEvaluationError as CelEvaluationError
+from callgate_rules.cel.errors import CelSyntaxError as CelSyntaxError
 
 Path = tuple[str, ...]
 
 # Macros whose first argument names a new local variable, not a field of the activation.
 _BINDING_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-
-
-class CelSyntaxError(CallgateError):
-    """The expression does not parse; ``line``/``column`` are 1-based within the expression."""
-
-    def __init__(self, message: str, line: int, column: int) -> None:
-        super().__init__(message)
-        self.line = line
-        self.column = column
-
-
-class CelEvaluationError(CallgateError):
-    """The expression failed at run time (missing field, no such overload, division by zero)."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +94,6 @@ def compile_expression(source: str) -> CompiledExpression:
 
 def _compile_fast(tree: Tree) -> Compiled | None:
     """The compiler to Python; ``None`` means "not supported, use cel-python"."""
-    from callgate_rules.cel.compiler import compile_program  # it imports this module's errors
-
     return compile_program(tree)
 
 

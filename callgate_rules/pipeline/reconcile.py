@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Idempotency
 from callgate_rules.pipeline.execute import Finder
 

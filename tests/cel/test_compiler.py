@@ -7,6 +7,7 @@ where the point is agreement with cel-python, it compares with cel-python direct
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from callgate_rules.cel.compiler import python_source
-from callgate_rules.cel.compiler.conformance import cel_python_evaluator, same_value
+from callgate_rules.cel.compiler import codegen, lowering, python_source, runtime
 from callgate_rules.cel.compiler.regex import compile_pattern, to_python_syntax
-from callgate_rules.cel.expression import CelEvaluationError, compile_expression, parse
+from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.expression import compile_expression, parse
+from tests.cel.conformance_harness import cel_python_evaluator, same_value
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -624,3 +626,17 @@ def test_border_values_beyond_the_plain_types() -> None:
 def test_compiled_expressions_are_reusable() -> None:
     expression = compile_expression("args.n * 2")
     assert [expression({"args": {"n": n}}) for n in range(3)] == [0, 2, 4]
+
+
+def test_generated_code_calls_each_runtime_function_directly() -> None:
+    """Every function the lowering can call is bound in generated code's globals as the
+    function its runtime module defines: no wrapper or dispatch between them."""
+    called = {function for _, _, function in lowering._GLOBAL_FUNCTIONS.values()}
+    called |= {function for _, _, function in lowering._METHODS.values()}
+    called |= {*lowering._ARITHMETIC.values(), "negate", "index", "matches_compiled"}
+    assert called <= set(runtime.FUNCTIONS), called - set(runtime.FUNCTIONS)
+    for name, function in runtime.FUNCTIONS.items():
+        assert codegen._RUNTIME_NAMESPACE[f"_{name}"] is function
+        defining_module = sys.modules[function.__module__]
+        assert defining_module.__name__.startswith("callgate_rules.cel.compiler.runtime.")
+        assert function in vars(defining_module).values(), name

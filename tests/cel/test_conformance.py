@@ -6,24 +6,18 @@ Run with ``pytest -s`` to see the report (ran / passed / failed / skipped by rea
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from callgate_rules.cel.compiler.conformance import (
+from tests.cel.conformance_harness import (
     ENVIRONMENT_VARIABLE,
     ConformanceReport,
+    default_directory,
     parse_text_format,
     run_conformance,
     to_python,
 )
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-CONFORMANCE_DIR = Path(
-    os.environ.get(ENVIRONMENT_VARIABLE)
-    or REPOSITORY_ROOT / ".." / "shared" / "conformance" / "cel-spec"
-)
+CONFORMANCE_DIR = default_directory()
 
 # Conformance tests cel-python passes that the compiled path may fail, each with its reason.
 KNOWN_REGRESSIONS: dict[str, str] = {}

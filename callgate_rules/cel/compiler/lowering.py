@@ -36,7 +36,7 @@ from callgate_rules.cel.compiler.ir import (
     Var,
 )
 from callgate_rules.cel.compiler.regex import CompiledPattern, compile_pattern
-from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError
 
 
 class Unsupported(Exception):

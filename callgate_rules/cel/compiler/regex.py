@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import re2  # type: ignore[import-untyped]
 
-from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # report bad patterns as CEL errors, not on stderr

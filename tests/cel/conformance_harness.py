@@ -11,9 +11,11 @@ compiled backend, falling back to cel-python for what it does not support) and o
 through cel-python alone. Tests that need protobuf messages, containers, type declarations
 the runtime cannot see, unknowns or type values are skipped, each with a reason category.
 
-Run it as ``python -m callgate_rules.cel.compiler.conformance [-v] [DIR]`` to print the
-report (``-v`` lists every failure of both backends); it exits non-zero if a test cel-python
-passes fails through the compiled path.
+``tests/cel/test_conformance.py`` runs it; the differential tests, the compiler's tests and
+``benchmarks/cel_benchmark.py`` use its plain cel-python evaluator and its value equality.
+Run it from the repository root as ``python -m tests.cel.conformance_harness [-v] [DIR]`` to
+print the report (``-v`` lists every failure of both backends); it exits non-zero if a test
+cel-python passes fails through the compiled path.
 """
 
 from __future__ import annotations
@@ -33,14 +35,8 @@ import celpy
 from celpy.evaluation import CELEvalError
 from lark import Token, Tree
 
-from callgate_rules.cel.expression import (
-    CelEvaluationError,
-    CelSyntaxError,
-    compile_expression,
-    from_cel,
-    parse,
-    to_cel,
-)
+from callgate_rules.cel.errors import CelEvaluationError, CelSyntaxError
+from callgate_rules.cel.expression import compile_expression, from_cel, parse, to_cel
 
 ENVIRONMENT_VARIABLE = "CALLGATE_CEL_CONFORMANCE_DIR"
 
@@ -636,7 +632,7 @@ def default_directory() -> Path:
     configured = os.environ.get(ENVIRONMENT_VARIABLE)
     if configured:
         return Path(configured)
-    repository_root = Path(__file__).resolve().parents[2]
+    repository_root = Path(__file__).resolve().parents[2]  # tests/cel/ → the repository
     return repository_root / ".." / "shared" / "conformance" / "cel-spec"
 
 

@@ -1,0 +1,151 @@
+"""CEL operators and functions over plain Python values, as called by compiled expressions.
+
+Every function here takes and returns the values of callgate's CEL border (``bool``, ``int``,
+``float``, ``str``, ``bytes``, ``None``, lists, mappings, aware ``datetime``, ``timedelta``)
+and raises :class:`CelEvaluationError` when CEL has no answer. Each starts with a fast path
+for the common same-type case; the slower, general path classifies operands by CEL kind.
+
+The generated code inlines the cheapest cases itself (see ``codegen``) and calls these for
+everything else; constant folding calls them at compile time. ``codegen`` binds each one in
+the generated code's globals under its name with a ``_`` prefix (``FUNCTIONS["add"]`` is
+``_add``), so a call from compiled code goes straight to the function defined in its module.
+
+- ``kinds``: the CEL kind of a value, int64 and duration ranges, the errors compiled code
+  raises (and ``translate``, which turns a Python exception into a ``CelEvaluationError``);
+- ``compare``: ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``;
+- ``arithmetic``: ``+``, ``-``, ``*``, ``/``, ``%``, unary ``-``;
+- ``containers``: indexing, ``has()``, map literals, macro ranges, ``size()``;
+- ``strings``: ``contains``, ``startsWith``, ``endsWith``, ``matches``, ``lowerAscii``, ...;
+- ``conversions``: ``int()``, ``double()``, ``string()``, ``bool()``, ``bytes()``;
+- ``timestamps``: ``timestamp()``, ``duration()`` and the ``get*`` accessors.
+
+This module holds the registry the compiler calls through, ``FUNCTIONS`` by the name
+``lowering`` gives a call and ``COMPARISONS`` by operator, and names what ``codegen`` and
+``lowering`` use besides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from callgate_rules.cel.compiler.runtime.arithmetic import (
+    add,
+    divide,
+    modulo,
+    multiply,
+    negate,
+    subtract,
+)
+from callgate_rules.cel.compiler.runtime.compare import (
+    ORDERED_TYPES,
+    SCALAR_TYPES,
+    equals,
+    greater,
+    greater_equal,
+    is_in,
+    less,
+    less_equal,
+    not_equals,
+)
+from callgate_rules.cel.compiler.runtime.containers import (
+    has_field,
+    index,
+    iteration_range,
+    make_map,
+    size,
+)
+from callgate_rules.cel.compiler.runtime.conversions import (
+    to_bool,
+    to_bytes,
+    to_double,
+    to_int,
+    to_string,
+)
+from callgate_rules.cel.compiler.runtime.kinds import (
+    ABSENT,
+    FAILURES,
+    INT64_MAX,
+    INT64_MIN,
+    fail,
+    kind,
+    logic_failure,
+    no_overload,
+    not_bool,
+    translate,
+)
+from callgate_rules.cel.compiler.runtime.strings import (
+    contains,
+    ends_with,
+    lower_ascii,
+    matches,
+    matches_compiled,
+    starts_with,
+    upper_ascii,
+)
+from callgate_rules.cel.compiler.runtime.timestamps import (
+    get_date,
+    get_day_of_month,
+    get_day_of_week,
+    get_day_of_year,
+    get_full_year,
+    get_hours,
+    get_milliseconds,
+    get_minutes,
+    get_month,
+    get_seconds,
+    is_rfc3339,
+    to_duration,
+    to_timestamp,
+)
+
+__all__ = [
+    "ABSENT", "COMPARISONS", "FAILURES", "FUNCTIONS", "INT64_MAX", "INT64_MIN",
+    "ORDERED_TYPES", "SCALAR_TYPES", "equals", "fail", "greater", "greater_equal",
+    "has_field", "is_in", "is_rfc3339", "iteration_range", "kind", "less", "less_equal",
+    "logic_failure", "make_map", "no_overload", "not_bool", "not_equals", "translate",
+]
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "add": add,
+    "subtract": subtract,
+    "multiply": multiply,
+    "divide": divide,
+    "modulo": modulo,
+    "negate": negate,
+    "index": index,
+    "size": size,
+    "contains": contains,
+    "starts_with": starts_with,
+    "ends_with": ends_with,
+    "lower_ascii": lower_ascii,
+    "upper_ascii": upper_ascii,
+    "matches": matches,
+    "matches_compiled": matches_compiled,
+    "to_int": to_int,
+    "to_double": to_double,
+    "to_string": to_string,
+    "to_bool": to_bool,
+    "to_bytes": to_bytes,
+    "to_timestamp": to_timestamp,
+    "to_duration": to_duration,
+    "get_full_year": get_full_year,
+    "get_month": get_month,
+    "get_day_of_year": get_day_of_year,
+    "get_day_of_month": get_day_of_month,
+    "get_date": get_date,
+    "get_day_of_week": get_day_of_week,
+    "get_hours": get_hours,
+    "get_minutes": get_minutes,
+    "get_seconds": get_seconds,
+    "get_milliseconds": get_milliseconds,
+}
+
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": equals,
+    "!=": not_equals,
+    "<": less,
+    "<=": less_equal,
+    ">": greater,
+    ">=": greater_equal,
+}
