@@ -26,9 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callgate_rules.cel.compiler import Inline, compile_tree
-from callgate_rules.cel.compiler.conformance import cel_python_evaluator, same_value
-from callgate_rules.cel.expression import CelEvaluationError, compile_expression, parse
+from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.expression import compile_expression, parse
 from callgate_rules.pipeline import express
+from tests.cel.conformance_harness import cel_python_evaluator, same_value
 
 Strategy = st.SearchStrategy[str]
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
