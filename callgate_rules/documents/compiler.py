@@ -1,32 +1,32 @@
 """YAML documents in, one immutable ``GateConfig`` out — or findings that say what to fix.
 
 Compilation happens once, at load. It validates each document against the JSON Schema
-of its kind (shipped in ``schemas/``), builds every argument validator, parses and
-prepares every CEL expression, and splits message templates. Nothing on the decision path
-reads YAML or parses CEL afterwards.
+of its kind (``validators``), builds every argument validator, parses and prepares every
+CEL expression, and splits message templates. Nothing on the decision path reads YAML or
+parses CEL afterwards. This module reads the documents and builds the ToolContracts and
+AccessPolicies; the RoutingTable is built by ``routing``, findings are said by ``findings``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
-from jsonschema.protocols import Validator
+from jsonschema.exceptions import SchemaError
 
-from callgate_rules.cel.expression import CelSyntaxError, CompiledExpression, compile_expression
+from callgate_rules.cel.errors import CelSyntaxError
+from callgate_rules.cel.expression import CompiledExpression, compile_expression
+from callgate_rules.documents.findings import (
+    Finding,
+    dotted,
+    finding_from_input_error,
+    schema_error_messages,
+)
 from callgate_rules.documents.model import (
     AccessPolicies,
     AccessRule,
-    Budgets,
     Confirmation,
     Contract,
     DocumentRef,
@@ -34,16 +34,14 @@ from callgate_rules.documents.model import (
     Example,
     GateConfig,
     Idempotency,
-    InputLimits,
-    LimitPath,
     Lookup,
-    MessagePair,
     Mode,
     OnError,
     Routing,
     Rule,
     Template,
 )
+from callgate_rules.documents.routing import build_routing, parse_duration
 from callgate_rules.documents.schemacheck import validity_check
 from callgate_rules.documents.source import (
     NodePath,
@@ -51,56 +49,28 @@ from callgate_rules.documents.source import (
     iter_yaml_files,
     read_documents,
 )
-from callgate_rules.errors import ConfigError, InputError, Location
-from callgate_rules.integrations.provenance import Thresholds
+from callgate_rules.documents.validators import (
+    FORMAT_CHECKER,
+    argument_validator,
+    check_json_schema,
+    closed_objects,
+    document_schema,
+    document_valid,
+)
+from callgate_rules.errors import ConfigError, InputError
 from callgate_rules.pipeline.authorize import records_read
 from callgate_rules.taxonomy import ErrorClass, Route
+
+# Imported from here across the repository; they live in the modules named above.
+__all__ = [
+    "FORMAT_CHECKER", "KINDS", "OTHER_KINDS", "Compilation", "Finding", "build_routing",
+    "closed_objects", "compile_documents", "compile_paths", "document_schema", "dotted",
+    "load", "parse_duration",
+]
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable")
 # Documents that live beside the policies but are not part of the gate.
 OTHER_KINDS = ("PolicyTest",)
-
-# The source article's default routes (SPEC §4); a RoutingTable overrides any of them.
-DEFAULT_ROUTES: Mapping[ErrorClass, Route] = {
-    ErrorClass.MALFORMED: Route.REGENERATE,
-    ErrorClass.UNKNOWN_TOOL: Route.REFUSE,
-    ErrorClass.UNEXPECTED_ARGUMENT: Route.REFUSE,
-    ErrorClass.INVALID_ARGUMENT: Route.REGENERATE,
-    ErrorClass.NOT_FOUND: Route.REPLAN,
-    ErrorClass.AMBIGUOUS: Route.CLARIFY,
-    ErrorClass.FORBIDDEN: Route.REFUSE,
-    ErrorClass.CONFLICT: Route.REFUSE,
-    ErrorClass.CONFIRMATION_REQUIRED: Route.AWAIT_CONFIRMATION,
-    ErrorClass.TRANSIENT: Route.RETRY,
-    ErrorClass.UNKNOWN_OUTCOME: Route.RECONCILE,
-    ErrorClass.DUPLICATE: Route.RETURN_RECEIPT,
-    ErrorClass.PERMANENT: Route.REFUSE,
-    ErrorClass.RECONCILE_FAILED: Route.REVIEW,
-    ErrorClass.BUDGET_EXHAUSTED: Route.REVIEW,
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing a person should fix (error) or look at (warning), at an exact place."""
-
-    location: Location
-    severity: str  # "error" or "warning"
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.location}: {self.severity} {self.code} {self.message}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.location.path,
-            "line": self.location.line,
-            "column": self.location.column,
-            "severity": self.severity,
-            "code": self.code,
-            "message": self.message,
-        }
 
 
 @dataclass(frozen=True)
@@ -141,7 +111,7 @@ def compile_paths(paths: Iterable[str | Path]) -> Compilation:
         try:
             sources.extend(read_documents(file))
         except InputError as error:
-            findings.append(_finding_from_input_error(str(error), str(file)))
+            findings.append(finding_from_input_error(str(error), str(file)))
     compilation = compile_documents(sources)
     return replace(
         compilation,
@@ -169,99 +139,12 @@ def compile_documents(sources: Iterable[SourceDocument]) -> Compilation:
     )
 
 
-def _finding_from_input_error(text: str, path: str) -> Finding:
-    match = re.match(r"^(.*?):(\d+):(\d+): error YAML (.*)$", text)
-    if match:
-        return Finding(
-            Location(match[1], int(match[2]), int(match[3])), "error", "yaml", match[4]
-        )
-    return Finding(Location(path), "error", "yaml", text.split(": ", 1)[-1])
-
-
-# Helpers shared with lint ----------------------------------------------------------------------
-
-
-@cache
-def document_schema(kind: str) -> Draft202012Validator:
-    schema = resources.files("callgate_rules.documents").joinpath(f"schemas/{kind}.json")
-    text = schema.read_text("utf-8")
-    return Draft202012Validator(json.loads(text))
-
-
-@cache
-def _document_valid(kind: str) -> Callable[[Any], bool]:
-    return validity_check(document_schema(kind))
-
-
-# Upper-case T and Z only: CEL's timestamp() (what rules call) accepts nothing else.
-# Compiled once: this runs on every call with a date-time argument.
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
-
-
-def _is_rfc3339(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if not _RFC3339.match(value):
-        return False
-    try:
-        datetime.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
-FORMAT_CHECKER = FormatChecker()
-# jsonschema accepts any date-time unless an optional package is installed; check it here.
-FORMAT_CHECKER.checks("date-time")(_is_rfc3339)
-
-
-def parse_duration(value: float | int | str) -> float:
-    """``5``, ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"`` → seconds."""
-    if isinstance(value, int | float):
-        return float(value)
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", value)
-    if not match:
-        raise ValueError(f"{value!r} is not a duration such as 500ms, 5s, 2m or 1h")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match[2]]
-    return float(match[1]) * scale
-
-
-def closed_objects(schema: Any) -> Any:
-    """A copy of ``schema`` where every object with ``properties`` defaults to
-    ``additionalProperties: false`` — an undeclared field is rejected unless allowed."""
-    if isinstance(schema, list):
-        return [closed_objects(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    result = {key: closed_objects(value) for key, value in schema.items()}
-    if "properties" in result and "additionalProperties" not in result:
-        result["additionalProperties"] = False
-    return result
-
-
-@cache
-def _meta_validator() -> Draft202012Validator:
-    return Draft202012Validator(Draft202012Validator.META_SCHEMA)
-
-
-def check_json_schema(schema: Any) -> None:
-    """``check_schema`` with the meta-schema validator built once, not once a contract."""
-    validator = _meta_validator()
-    if validator.is_valid(schema):
-        return
-    error = best_match(validator.iter_errors(schema))
-    if error is not None:
-        raise SchemaError.create_from(error)
-
-
-def argument_validator(schema: Mapping[str, Any]) -> Validator:
-    return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
-
-
 # The compiler --------------------------------------------------------------------------------
 
 
 class _Compiler:
+    """The state of one compilation: what each document added, and every finding so far."""
+
     def __init__(self) -> None:
         self.findings: list[Finding] = []
         self.contracts: dict[str, Contract] = {}
@@ -312,42 +195,16 @@ class _Compiler:
             self._add_routing(source, ref)
 
     def _schema_valid(self, source: SourceDocument, kind: str) -> bool:
-        if _document_valid(kind)(source.data):
+        if document_valid(kind)(source.data):
             return True  # the compiled verdict; jsonschema lists the errors of the others
         errors = sorted(
             document_schema(kind).iter_errors(source.data),
             key=lambda e: (list(map(str, e.absolute_path)), e.message),
         )
         for error in errors:
-            self._schema_finding(source, error)
+            for path, message in schema_error_messages(error):
+                self.error(source, path, "schema", message)
         return not errors
-
-    def _schema_finding(self, source: SourceDocument, error: ValidationError) -> None:
-        path: NodePath = tuple(error.absolute_path)
-        where = dotted(path) or "document"
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            schema = error.schema if isinstance(error.schema, Mapping) else {}
-            allowed = set(schema.get("properties", {}))
-            for key in sorted(set(error.instance) - allowed):
-                known = ", ".join(sorted(allowed))
-                self.error(source, (*path, key, "<key>"), "schema",
-                           f"{dotted((*path, key))}: unknown field {key!r}; allowed here: {known}")
-            return
-        if error.validator == "required":
-            self.error(source, path, "schema", f"{where}: {error.message}")
-            return
-        if error.validator == "enum":
-            allowed_values = error.validator_value
-            options = ", ".join(map(str, allowed_values)) \
-                if isinstance(allowed_values, list) else str(allowed_values)
-            self.error(source, path, "schema",
-                       f"{where}: {error.instance!r} is not allowed; use one of: {options}")
-            return
-        if error.validator in ("oneOf", "anyOf") and error.context:
-            best = min(error.context, key=lambda e: len(e.message))
-            self.error(source, path, "schema", f"{where}: {best.message}")
-            return
-        self.error(source, path, "schema", f"{where}: {error.message}")
 
     def _ref(self, source: SourceDocument) -> DocumentRef:
         metadata = source.data["metadata"]
@@ -393,10 +250,14 @@ class _Compiler:
             self.error(source, ("spec", "arguments", *error.absolute_path), "schema",
                        f"spec.arguments is not a valid JSON Schema: {error.message}")
             return
+        self.contracts[ref.name] = self._contract(source, ref, spec, schema)
+        self.contract_sources[ref.name] = source
+
+    def _contract(self, source: SourceDocument, ref: DocumentRef, spec: Mapping[str, Any],
+                  schema: Mapping[str, Any]) -> Contract:
         validator = argument_validator(schema)
         mode = Mode(spec.get("mode", "enforce"))
         on_error = OnError(spec.get("on_error", "fail_closed"))
-
         lookups = tuple(
             lookup
             for index, item in enumerate(spec.get("lookups", []))
@@ -409,25 +270,8 @@ class _Compiler:
             is not None
         )
         verify = spec.get("verify")
-        verify_expression = (
-            self.expression(source, ("spec", "verify", "expression"), verify["expression"])
-            if verify else None
-        )
         reconcile = spec.get("reconcile", {})
-        reconcile_match = (
-            self.expression(source, ("spec", "reconcile", "match"), reconcile["match"])
-            if "match" in reconcile else None
-        )
-        confirmation = spec.get("confirmation", {})
-        examples = tuple(
-            Example(item["arguments"], item.get("description")) for item in spec["examples"]
-        )
-        errors = tuple(
-            ErrorMapping(item.get("exception"), item.get("attribute"), item.get("equals"),
-                         ErrorClass(item["error_class"]))
-            for item in spec.get("errors", [])
-        )
-        contract = Contract(
+        return Contract(
             document=ref,
             effect=spec["effect"],
             arguments_schema=schema,
@@ -435,27 +279,26 @@ class _Compiler:
             arguments_valid=validity_check(validator),
             lookups=lookups,
             rules=rules,
-            verify=verify_expression,
+            verify=self.expression(source, ("spec", "verify", "expression"),
+                                   verify["expression"]) if verify else None,
             verify_message=Template.of(verify["message"]) if verify and "message" in verify
             else None,
-            reconcile_match=reconcile_match,
+            reconcile_match=self.expression(source, ("spec", "reconcile", "match"),
+                                            reconcile["match"]) if "match" in reconcile
+            else None,
             timeout_seconds=parse_duration(spec.get("timeout", 10)),
             idempotency=Idempotency(spec.get("idempotency", "none")),
-            confirmation=Confirmation(
-                required=bool(confirmation.get("required", False)),
-                summary=Template.of(confirmation["summary"]) if "summary" in confirmation
-                else None,
-                expires_seconds=parse_duration(confirmation["expires"])
-                if "expires" in confirmation else None,
-            ),
+            confirmation=_confirmation(spec.get("confirmation", {})),
             mask=tuple(tuple(p.split(".")) for p in spec.get("mask", [])),
-            examples=examples,
-            errors=errors,
+            examples=tuple(Example(item["arguments"], item.get("description"))
+                           for item in spec["examples"]),
+            errors=tuple(
+                ErrorMapping(item.get("exception"), item.get("attribute"), item.get("equals"),
+                             ErrorClass(item["error_class"]))
+                for item in spec.get("errors", [])),
             mode=mode,
             on_error=on_error,
         )
-        self.contracts[ref.name] = contract
-        self.contract_sources[ref.name] = source
 
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
         key = self.expression(source, (*path, "key"), item["key"])
@@ -499,30 +342,8 @@ class _Compiler:
     def _add_policy(self, source: SourceDocument, ref: DocumentRef) -> None:
         spec = source.data["spec"]
         self.policy_documents.append(ref)
-        if "session" in spec:
-            if self.session_schema is not None:
-                self.error(source, ("spec", "session"), "duplicate-session-schema",
-                           "the session schema is already declared by another AccessPolicy; "
-                           "declare it once")
-            else:
-                try:
-                    check_json_schema(spec["session"])
-                    self.session_schema = spec["session"]
-                except SchemaError as error:
-                    self.error(source, ("spec", "session"), "schema",
-                               f"spec.session is not a valid JSON Schema: {error.message}")
-        if "actor" in spec:
-            if self.actor_schema is not None:
-                self.error(source, ("spec", "actor"), "duplicate-actor-schema",
-                           "the actor schema is already declared by another AccessPolicy; "
-                           "declare it once")
-            else:
-                try:
-                    check_json_schema(spec["actor"])
-                    self.actor_schema = spec["actor"]
-                except SchemaError as error:
-                    self.error(source, ("spec", "actor"), "schema",
-                               f"spec.actor is not a valid JSON Schema: {error.message}")
+        self.session_schema = self._declared_schema(source, spec, "session", self.session_schema)
+        self.actor_schema = self._declared_schema(source, spec, "actor", self.actor_schema)
         mode = Mode(spec.get("mode", "enforce"))
         on_error = OnError(spec.get("on_error", "fail_closed"))
         for index, item in enumerate(spec["rules"]):
@@ -541,6 +362,27 @@ class _Compiler:
                 document=ref,
                 location=source.locate(path),
             ))
+
+    def _declared_schema(self, source: SourceDocument, spec: Mapping[str, Any], name: str,
+                         declared: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The actor or session schema (``name``) once this AccessPolicy is read: the one
+        ``declared`` by an earlier policy, else this policy's if it is a valid JSON Schema.
+        Only one AccessPolicy may declare each."""
+        if name not in spec:
+            return declared
+        if declared is not None:
+            self.error(source, ("spec", name), f"duplicate-{name}-schema",
+                       f"the {name} schema is already declared by another AccessPolicy; "
+                       "declare it once")
+            return declared
+        try:
+            check_json_schema(spec[name])
+        except SchemaError as error:
+            self.error(source, ("spec", name), "schema",
+                       f"spec.{name} is not a valid JSON Schema: {error.message}")
+            return None
+        schema: Mapping[str, Any] = spec[name]
+        return schema
 
     # -- RoutingTable
 
@@ -589,79 +431,13 @@ class _Compiler:
         )
 
 
-def build_routing(spec: Mapping[str, Any], ref: DocumentRef | None) -> Routing:
-    routes = dict(DEFAULT_ROUTES)
-    routes.update({ErrorClass(k): Route(v) for k, v in spec.get("routes", {}).items()})
-    messages = {
-        ErrorClass(k): MessagePair(
-            Template.of(v["agent"]) if "agent" in v else None,
-            Template.of(v["user"]) if "user" in v else None,
-        )
-        for k, v in spec.get("messages", {}).items()
-    }
-    budgets_spec = spec.get("budgets", {})
-    backoff = budgets_spec.get("backoff", {})
-    defaults = Budgets()
-    budgets = Budgets(
-        regenerations_per_call=budgets_spec.get(
-            "regenerations_per_call", defaults.regenerations_per_call),
-        retries_per_call=budgets_spec.get("retries_per_call", defaults.retries_per_call),
-        backoff_base_seconds=parse_duration(backoff.get("base", defaults.backoff_base_seconds)),
-        backoff_max_seconds=parse_duration(backoff.get("max", defaults.backoff_max_seconds)),
-        backoff_multiplier=float(backoff.get("multiplier", defaults.backoff_multiplier)),
-        call_deadline_seconds=parse_duration(
-            budgets_spec.get("call_deadline", defaults.call_deadline_seconds)),
-        calls_per_tool_per_run=budgets_spec.get(
-            "calls_per_tool_per_run", defaults.calls_per_tool_per_run),
-        failures_per_run=budgets_spec.get("failures_per_run", defaults.failures_per_run),
-        run_deadline_seconds=parse_duration(
-            budgets_spec.get("run_deadline", defaults.run_deadline_seconds)),
-    )
-    on_limit = spec.get("on_limit", {"path": "hand_over"})
-    limits = InputLimits(**spec.get("input", {}))
-    receipts = spec.get("receipts", {})
-    return Routing(
-        routes=routes,
-        messages=messages,
-        budgets=budgets,
-        on_limit=LimitPath(on_limit["path"]),
-        on_limit_messages=MessagePair(
-            Template.of(on_limit["agent"]) if "agent" in on_limit else None,
-            Template.of(on_limit["user"]) if "user" in on_limit else None,
-        ),
-        input_limits=limits,
-        confirmation_expires_seconds=parse_duration(
-            spec.get("confirmation", {}).get("expires", "15m")),
-        lease_seconds=parse_duration(receipts.get("lease", "60s")),
-        retention_seconds=parse_duration(receipts.get("retention", "720h")),
-        document=ref,
-        provenance=_thresholds(spec.get("provenance", {})),
-    )
-
-
-def _thresholds(spec: Mapping[str, Any]) -> Thresholds:
-    defaults = Thresholds()
-    common = spec.get("common_values")
-    return Thresholds(
-        min_string_length=spec.get("min_string_length", defaults.min_string_length),
-        min_number_digits=spec.get("min_number_digits", defaults.min_number_digits),
-        common_values=frozenset(v.casefold() for v in common) if common is not None
-        else defaults.common_values,
+def _confirmation(spec: Mapping[str, Any]) -> Confirmation:
+    return Confirmation(
+        required=bool(spec.get("required", False)),
+        summary=Template.of(spec["summary"]) if "summary" in spec else None,
+        expires_seconds=parse_duration(spec["expires"]) if "expires" in spec else None,
     )
 
 
 def _as_tuple(value: str | list[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
-
-
-def dotted(path: Iterable[str | int]) -> str:
-    """("spec", "rules", 2, "when") → ``spec.rules[2].when``."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part != "<key>":
-            text += f".{part}" if text else str(part)
-    return text
-
-

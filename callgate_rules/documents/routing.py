@@ -1,0 +1,96 @@
+"""The RoutingTable compiled: routes over the taxonomy's defaults, messages, budgets, limits.
+
+A gate without a RoutingTable gets ``build_routing({}, None)``: every default at once. The
+durations every document kind writes (``500ms``, ``5s``, ``2m``, ``1h`` or seconds) are
+read here too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from callgate_rules.documents.model import (
+    Budgets,
+    DocumentRef,
+    InputLimits,
+    LimitPath,
+    MessagePair,
+    Routing,
+    Template,
+)
+from callgate_rules.integrations.provenance import Thresholds
+from callgate_rules.taxonomy import DEFAULT_ROUTE, ErrorClass, Route
+
+
+def parse_duration(value: float | int | str) -> float:
+    """``5``, ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"`` → seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", value)
+    if not match:
+        raise ValueError(f"{value!r} is not a duration such as 500ms, 5s, 2m or 1h")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match[2]]
+    return float(match[1]) * scale
+
+
+def build_routing(spec: Mapping[str, Any], ref: DocumentRef | None) -> Routing:
+    """A RoutingTable's ``spec`` (already valid against its schema) as ``Routing``."""
+    routes = dict(DEFAULT_ROUTE)
+    routes.update({ErrorClass(k): Route(v) for k, v in spec.get("routes", {}).items()})
+    messages = {ErrorClass(k): _message_pair(v) for k, v in spec.get("messages", {}).items()}
+    on_limit = spec.get("on_limit", {"path": "hand_over"})
+    receipts = spec.get("receipts", {})
+    return Routing(
+        routes=routes,
+        messages=messages,
+        budgets=_budgets(spec.get("budgets", {})),
+        on_limit=LimitPath(on_limit["path"]),
+        on_limit_messages=_message_pair(on_limit),
+        input_limits=InputLimits(**spec.get("input", {})),
+        confirmation_expires_seconds=parse_duration(
+            spec.get("confirmation", {}).get("expires", "15m")),
+        lease_seconds=parse_duration(receipts.get("lease", "60s")),
+        retention_seconds=parse_duration(receipts.get("retention", "720h")),
+        document=ref,
+        provenance=_thresholds(spec.get("provenance", {})),
+    )
+
+
+def _message_pair(spec: Mapping[str, Any]) -> MessagePair:
+    return MessagePair(
+        Template.of(spec["agent"]) if "agent" in spec else None,
+        Template.of(spec["user"]) if "user" in spec else None,
+    )
+
+
+def _budgets(spec: Mapping[str, Any]) -> Budgets:
+    backoff = spec.get("backoff", {})
+    defaults = Budgets()
+    return Budgets(
+        regenerations_per_call=spec.get(
+            "regenerations_per_call", defaults.regenerations_per_call),
+        retries_per_call=spec.get("retries_per_call", defaults.retries_per_call),
+        backoff_base_seconds=parse_duration(backoff.get("base", defaults.backoff_base_seconds)),
+        backoff_max_seconds=parse_duration(backoff.get("max", defaults.backoff_max_seconds)),
+        backoff_multiplier=float(backoff.get("multiplier", defaults.backoff_multiplier)),
+        call_deadline_seconds=parse_duration(
+            spec.get("call_deadline", defaults.call_deadline_seconds)),
+        calls_per_tool_per_run=spec.get(
+            "calls_per_tool_per_run", defaults.calls_per_tool_per_run),
+        failures_per_run=spec.get("failures_per_run", defaults.failures_per_run),
+        run_deadline_seconds=parse_duration(
+            spec.get("run_deadline", defaults.run_deadline_seconds)),
+    )
+
+
+def _thresholds(spec: Mapping[str, Any]) -> Thresholds:
+    defaults = Thresholds()
+    common = spec.get("common_values")
+    return Thresholds(
+        min_string_length=spec.get("min_string_length", defaults.min_string_length),
+        min_number_digits=spec.get("min_number_digits", defaults.min_number_digits),
+        common_values=frozenset(v.casefold() for v in common) if common is not None
+        else defaults.common_values,
+    )

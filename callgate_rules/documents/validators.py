@@ -1,0 +1,145 @@
+"""The JSON Schemas the compiler validates with: the documents' own, and those documents declare.
+
+The document schemas ship in ``schemas/``, one file a kind, and take what every kind shares
+(the closed vocabularies — error classes, routes, rule modes, ``on_error`` — plus metadata,
+durations and message texts) from ``schemas/common.json`` by ``$ref``. They are read once and
+the references resolved offline, through a ``referencing`` registry of the shipped files, into
+one self-contained schema a kind: ``schemacheck`` compiles that into the predicate asked of
+every document (it does not follow ``$ref``), and ``jsonschema`` explains a failure from it.
+
+The schemas a document declares (a contract's arguments, the actor and the session) are
+checked against the meta-schema here and validated with the gate's ``date-time`` check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+from callgate_rules.documents.schemacheck import validity_check
+
+if TYPE_CHECKING:  # referencing defines the class there and exports only its instances
+    from referencing._core import Resolver
+
+SCHEMA_DIRECTORY = "schemas"
+
+
+# The document schemas ---------------------------------------------------------------------------
+
+
+@cache
+def document_schema(kind: str) -> Draft202012Validator:
+    """The validator of documents of ``kind``: its shipped schema, references resolved."""
+    registry = _shipped_schemas()
+    root = _shipped_file(kind)["$id"]
+    return Draft202012Validator(_inlined(registry.contents(root), registry.resolver(root)))
+
+
+@cache
+def document_valid(kind: str) -> Callable[[Any], bool]:
+    """The compiled verdict of ``document_schema(kind)``: valid, yes or no."""
+    return validity_check(document_schema(kind))
+
+
+@cache
+def _shipped_schemas() -> Registry[Any]:
+    """Every shipped schema under its ``$id``, so that a reference never leaves the package."""
+    folder = resources.files("callgate_rules.documents").joinpath(SCHEMA_DIRECTORY)
+    shipped = [DRAFT202012.create_resource(_shipped_file(entry.name.removesuffix(".json")))
+               for entry in folder.iterdir() if entry.name.endswith(".json")]
+    return Registry().with_resources((str(resource.id()), resource) for resource in shipped)
+
+
+@cache
+def _shipped_file(name: str) -> Any:
+    folder = resources.files("callgate_rules.documents").joinpath(SCHEMA_DIRECTORY)
+    return json.loads(folder.joinpath(f"{name}.json").read_text("utf-8"))
+
+
+def _inlined(schema: Any, resolver: Resolver[Any]) -> Any:
+    """``schema`` with every ``$ref`` replaced by what it refers to, and its ``$defs`` dropped
+    (nothing refers to them any more). The keywords beside a ``$ref`` join the target's: they
+    may only add annotations such as a ``description``, never redefine a keyword. The shipped
+    schemas refer to no schema that refers back to itself."""
+    if isinstance(schema, list):
+        return [_inlined(item, resolver) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$id" in schema:
+        resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
+    result = {key: _inlined(value, resolver) for key, value in schema.items()
+              if key not in ("$ref", "$defs")}
+    if "$ref" not in schema:
+        return result
+    resolved = resolver.lookup(schema["$ref"])
+    target = _inlined(resolved.contents, resolved.resolver)
+    if clash := sorted(set(target) & set(result)):
+        raise ValueError(f"$ref {schema['$ref']!r}: keywords beside it redefine {clash}")
+    return {**target, **result}
+
+
+# The schemas documents declare --------------------------------------------------------------------
+
+# Upper-case T and Z only: CEL's timestamp() (what rules call) accepts nothing else.
+# Compiled once: this runs on every call with a date-time argument.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+def _is_rfc3339(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not _RFC3339.match(value):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+FORMAT_CHECKER = FormatChecker()
+# jsonschema accepts any date-time unless an optional package is installed; check it here.
+FORMAT_CHECKER.checks("date-time")(_is_rfc3339)
+
+
+def closed_objects(schema: Any) -> Any:
+    """A copy of ``schema`` where every object with ``properties`` defaults to
+    ``additionalProperties: false`` — an undeclared field is rejected unless allowed."""
+    if isinstance(schema, list):
+        return [closed_objects(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: closed_objects(value) for key, value in schema.items()}
+    if "properties" in result and "additionalProperties" not in result:
+        result["additionalProperties"] = False
+    return result
+
+
+@cache
+def _meta_validator() -> Draft202012Validator:
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
+def check_json_schema(schema: Any) -> None:
+    """``check_schema`` with the meta-schema validator built once, not once a contract."""
+    validator = _meta_validator()
+    if validator.is_valid(schema):
+        return
+    error = best_match(validator.iter_errors(schema))
+    if error is not None:
+        raise SchemaError.create_from(error)
+
+
+def argument_validator(schema: Mapping[str, Any]) -> Validator:
+    return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
