@@ -14,7 +14,14 @@ from callgate_rules.taxonomy import ErrorClass
 
 
 class CallgateError(Exception):
-    """Base class of every exception callgate raises on purpose."""
+    """Base class of every exception callgate raises on purpose.
+
+    ``exit_code`` is the status the ``callgate`` command exits with when one reaches it
+    (as click's exceptions carry theirs); a subclass that means something else to a shell
+    script sets its own.
+    """
+
+    exit_code: int = 2  # bad input: the documents, a file or an option
 
 
 # Configuration: the YAML documents could not be loaded or compiled ------------------------

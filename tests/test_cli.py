@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-import callgate_rules.cli as cli_module
+import callgate_rules.cli.authoring as cli_module
 from callgate_rules.cli import main
 
 EXPLAIN_TRACE = [

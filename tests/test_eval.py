@@ -12,15 +12,8 @@ from click.testing import CliRunner
 
 from callgate_rules.cli import main
 from callgate_rules.errors import InputError, Location
-from callgate_rules.harness.evaluation import (
-    ControlRequest,
-    Evaluation,
-    Expectation,
-    Proposal,
-    evaluate,
-    load_control_set,
-    score,
-)
+from callgate_rules.harness.control_set import ControlRequest, Expectation, load_control_set
+from callgate_rules.harness.evaluation import Evaluation, Proposal, evaluate, score
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "examples" / "control_set.yaml"

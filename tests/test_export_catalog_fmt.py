@@ -20,7 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import callgate_rules.cli as cli_module
+import callgate_rules.cli.authoring as cli_module
 from callgate_rules.authoring.catalog import (
     DECIDING_ORDER,
     build_catalog,

@@ -1,0 +1,58 @@
+"""``callgate``: thin click commands over the library, so the two can never disagree.
+
+The commands are grouped by what they work on, as the library is: ``harness`` (check one
+call, simulate scenarios, run policy tests, score a control set), ``authoring`` (lint, fmt,
+export, catalog) and ``store`` (receipts, the review queue). This module puts them under
+one group, which is the one place a ``CallgateError`` becomes a message and an exit code:
+each exception class carries its ``exit_code``, as click's own exceptions do.
+
+Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios),
+2 bad input (a file that cannot be read, a bad option) — always one clear line, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from callgate_rules.cli import authoring, harness, store
+from callgate_rules.errors import CallgateError, ConfigError
+
+
+class CallgateGroup(click.Group):
+    """A click group that shows callgate's own errors to a person instead of a traceback.
+
+    Every command and sub-group runs inside ``invoke`` of the top group, so catching here
+    covers them all; click's own usage errors never reach it (click reports them, exit 2).
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CallgateError as error:
+            show_error(error)
+            sys.exit(error.exit_code)
+
+
+def show_error(error: CallgateError) -> None:
+    """``error`` on stderr: each finding of the documents on its line, else one line."""
+    if isinstance(error, ConfigError):
+        for finding in error.findings:
+            click.echo(str(finding), err=True)
+        click.echo(f"callgate: {len(error.findings)} error(s) in the documents; "
+                   "run `callgate lint` for details", err=True)
+    else:
+        click.echo(f"callgate: {error}", err=True)
+
+
+@click.group(cls=CallgateGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="callgate-rules")
+def main() -> None:
+    """callgate — a declarative gate between a model's proposed tool call and its action."""
+
+
+for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS):
+    main.add_command(command)

@@ -1,0 +1,156 @@
+"""The commands over the receipt store: ``receipts`` (purge, migrate) and the ``review`` queue
+(list, take, resolve) of outcomes handed over to a person."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from callgate_rules.documents.compiler import build_routing, compile_paths, parse_duration
+from callgate_rules.errors import InputError
+from callgate_rules.store import ReviewItem, ReviewStatus, open_store
+
+STORE_OPTION = click.option(
+    "--store", "store_url", envvar="CALLGATE_STORE", default="sqlite:///callgate.sqlite3",
+    show_default=True, help="Receipt store URL (sqlite:///path or postgresql://...); "
+                            "also read from CALLGATE_STORE.")
+BY_OPTION = click.option("--by", "by", envvar="USER", default="reviewer", show_default=True)
+
+
+# receipts -----------------------------------------------------------------------------------
+
+
+@click.group()
+def receipts() -> None:
+    """The receipt store: purge old receipts, run migrations."""
+
+
+@receipts.command("purge")
+@STORE_OPTION
+@click.option("--older-than", "older_than", default=None,
+              help="A duration such as 720h or 30d (default: the RoutingTable's retention).")
+@click.option("--policies", "policies_dir", default="policies", show_default=True)
+def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) -> None:
+    """Delete finished receipts and resolved reviews older than the retention."""
+    seconds = _retention_seconds(policies_dir) if older_than is None \
+        else _duration_seconds(older_than)
+    store = open_store(store_url)
+    try:
+        removed = store.purge(older_than=_utc_now() - timedelta(seconds=seconds))
+    finally:
+        store.close()
+    click.echo(f"purged {removed} record(s) older than {seconds / 3600:g}h from "
+               f"{store.url}")
+
+
+def _retention_seconds(policies_dir: str) -> float:
+    """The RoutingTable's retention, or the built-in one when there is no table."""
+    compilation = compile_paths([policies_dir]) if Path(policies_dir).exists() else None
+    routing = compilation.config.routing if compilation and compilation.config \
+        else build_routing({}, None)
+    return routing.retention_seconds
+
+
+def _duration_seconds(text: str) -> float:
+    """``--older-than``: what the documents accept (``720h``), and also days (``30d``)."""
+    in_hours = text[:-1] + "h" if text.endswith("d") else text
+    try:
+        return parse_duration(in_hours) * (24 if text.endswith("d") else 1)
+    except ValueError as error:
+        raise InputError(f"--older-than: {error}") from None
+
+
+@receipts.command("migrate")
+@STORE_OPTION
+def receipts_migrate(store_url: str) -> None:
+    """Create or upgrade the store's schema (stores also do this when they open)."""
+    store = open_store(store_url)
+    migrate = getattr(store, "migrate", None)
+    if callable(migrate):
+        migrate()
+    store.close()
+    click.echo(f"{store.url}: schema is up to date")
+
+
+# review -------------------------------------------------------------------------------------
+
+
+@click.group()
+def review() -> None:
+    """The review queue: outcomes handed over to a person."""
+
+
+@review.command("list")
+@STORE_OPTION
+@click.option("--all", "show_all", is_flag=True, help="Include resolved items.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def review_list(store_url: str, show_all: bool, output_format: str) -> None:
+    """List open (and taken) review items, oldest first."""
+    store = open_store(store_url)
+    try:
+        items = [i for i in store.list_reviews()
+                 if show_all or i.status != ReviewStatus.RESOLVED]
+    finally:
+        store.close()
+    if output_format == "json":
+        click.echo(json.dumps([_review_dict(i) for i in items], indent=2, default=str))
+        return
+    if not items:
+        click.echo("the review queue is empty")
+        return
+    for item in items:
+        resolved = f" -> {item.resolution} by {item.resolved_by}" if item.resolution else ""
+        click.echo(f"{item.review_id}  {item.status:<8} {item.reason:<18} "
+                   f"{item.created_at:%Y-%m-%d %H:%M}  {item.summary}{resolved}")
+
+
+@review.command("take")
+@BY_OPTION
+@STORE_OPTION
+def review_take(by: str, store_url: str) -> None:
+    """Take the oldest open item for yourself; two reviewers never get the same one."""
+    store = open_store(store_url)
+    try:
+        item = store.take_review(reviewer=by, now=_utc_now())
+    finally:
+        store.close()
+    if item is None:
+        click.echo("no open review item")
+        return
+    click.echo(f"{item.review_id} taken by {item.taken_by}: {item.reason}: {item.summary}")
+    if item.payload:
+        click.echo(json.dumps(dict(item.payload), indent=2, ensure_ascii=False, default=str))
+
+
+@review.command("resolve")
+@click.argument("review_id")
+@click.option("--as", "resolution", type=click.Choice(["succeeded", "failed"]), required=True)
+@click.option("--note", required=True, help="What the person found, for the record.")
+@BY_OPTION
+@STORE_OPTION
+def review_resolve(review_id: str, resolution: str, note: str, by: str, store_url: str) -> None:
+    """Close a review item; its receipt takes the state you give."""
+    store = open_store(store_url)
+    try:
+        item = store.resolve_review(review_id, resolution=resolution, note=note, by=by,
+                                    now=_utc_now())
+    finally:
+        store.close()
+    click.echo(f"{item.review_id} resolved as {item.resolution} by {item.resolved_by}")
+
+
+def _review_dict(item: ReviewItem) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, datetime) else v) for k, v in asdict(item).items()}
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+COMMANDS = (receipts, review)
