@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from callgate_rules.errors import OperationIdReused
 from callgate_rules.taxonomy import ErrorClass
 
 
@@ -259,6 +260,12 @@ def resolved_error_class(resolution: str, reason: str) -> str | None:
     machine: only a ``transient`` reason (nothing was sent) allows a retry.
     """
     return None if resolution == ReceiptState.SUCCEEDED.value else reason
+
+
+def check_same_arguments(existing: Receipt, op: NewOperation) -> None:
+    """An operation ID names one call: raise ``OperationIdReused`` if ``op`` is another."""
+    if existing.args_hash != op.args_hash:
+        raise OperationIdReused(operation_id_reused_message(existing, op))
 
 
 def check_outcome_state(state: ReceiptState) -> None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from callgate_rules.errors import LeaseLost, OperationIdReused, StoreError
+from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.store.base import (
     FINISHED_STATES,
     Claim,
@@ -29,10 +29,10 @@ from callgate_rules.store.base import (
     canonical_json,
     check_outcome_state,
     check_resolution,
+    check_same_arguments,
     claim_outcome,
     holds_lease,
     lease_lost_message,
-    operation_id_reused_message,
     replayed_confirmation_outcome,
     resolved_error_class,
 )
@@ -85,7 +85,7 @@ class MemoryStore:
                                        lease_expires_at=now + lease, attempts=1)
                 self._receipts[op.operation_id] = receipt
                 return Claim(ClaimOutcome.CLAIMED, _detached(receipt))
-            _check_same_arguments(existing, op)
+            check_same_arguments(existing, op)
             outcome = claim_outcome(existing, now=now)
             if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
                 return Claim(outcome, _detached(existing))
@@ -147,7 +147,7 @@ class MemoryStore:
             self._check_open()
             existing = self._receipts.get(op.operation_id)
             if existing is not None:
-                _check_same_arguments(existing, op)
+                check_same_arguments(existing, op)
                 return _detached(existing)
             held = _new_receipt(op, ReceiptState.AWAITING_CONFIRMATION, now,
                                 confirmation_expires_at=expires_at)
@@ -321,8 +321,3 @@ class MemoryStore:
 
 def _detached_review(review: ReviewItem) -> ReviewItem:
     return replace(review, payload=_json_copy(review.payload))
-
-
-def _check_same_arguments(existing: Receipt, op: NewOperation) -> None:
-    if existing.args_hash != op.args_hash:
-        raise OperationIdReused(operation_id_reused_message(existing, op))

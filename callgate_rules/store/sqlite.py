@@ -1,13 +1,15 @@
 """The receipt store in one SQLite file, shared by threads and processes on one machine.
 
+The receipt protocol is ``store.sql``'s; this module holds SQLite's dialect and connections.
 Every write runs in a ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock
 before reading, so deciding from a row and changing it is one atomic step across threads and
-processes (the busy timeout makes the others wait instead of failing). WAL mode lets readers
-go on while a writer works. ``synchronous=FULL`` because a claim lost on power failure could
-let a write run twice.
+processes (the busy timeout makes the others wait instead of failing), and no row needs a lock
+of its own. WAL mode lets readers go on while a writer works. ``synchronous=FULL`` because a
+claim lost on power failure could let a write run twice.
 
 Times are stored as fixed-width ISO 8601 text in UTC, which sorts and compares as text the
-same way as the instants do, and stays readable in the ``sqlite3`` shell.
+same way as the instants do, and stays readable in the ``sqlite3`` shell; JSON is stored as
+its canonical text.
 """
 
 from __future__ import annotations
@@ -16,31 +18,21 @@ import json
 import os
 import sqlite3
 import threading
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from callgate_rules.errors import LeaseLost, OperationIdReused, StoreConfigError, StoreError
-from callgate_rules.store.base import (
-    Claim,
-    ClaimOutcome,
-    NewOperation,
-    NewReviewItem,
-    Receipt,
-    ReceiptState,
-    ReviewItem,
-    ReviewStatus,
-    as_utc,
-    canonical_json,
-    check_outcome_state,
-    check_resolution,
-    claim_outcome,
-    lease_lost_message,
-    operation_id_reused_message,
-    replayed_confirmation_outcome,
-    resolved_error_class,
+from callgate_rules.errors import StoreConfigError, StoreError
+from callgate_rules.store.base import as_utc
+from callgate_rules.store.sql import (
+    Cursor,
+    Dialect,
+    Row,
+    SqlReceiptStore,
+    Statements,
+    pending_migrations,
+    render,
 )
 
 # Each entry upgrades the schema by one version; never edit one that has shipped.
@@ -104,17 +96,51 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
+# INSERT ... ON CONFLICT DO NOTHING arrived in SQLite 3.24 (2018). RETURNING (3.35) is not
+# relied on: a written row is read back by its key inside the same transaction.
+MINIMUM_SQLITE = (3, 24, 0)
 
-class SqliteStore:
+SQLITE = Dialect(
+    placeholder=":{name}",
+    casts={"json": "", "text": ""},  # JSON is TEXT, and SQLite infers no parameter types
+    row_lock="",  # BEGIN IMMEDIATE holds the write lock on the whole file already
+    returning="",
+)
+
+OLDEST_OPEN_REVIEW = """
+    SELECT review_id FROM callgate_reviews
+    WHERE status = 'open'
+    ORDER BY created_at, queue_position
+    LIMIT 1
+"""
+TAKE_REVIEW = render(
+    """
+    UPDATE callgate_reviews
+    SET status = 'taken', taken_by = {reviewer}, taken_at = {now}
+    WHERE review_id = {review_id}
+    """,
+    SQLITE,
+)
+
+
+class SqliteStore(SqlReceiptStore):
     """A ``ReceiptStore`` in the SQLite file at ``path``; the file is created if missing.
 
     One connection per thread, so a store object may be shared by threads; separate
     processes open their own store on the same file.
     """
 
+    _sql = Statements(SQLITE)
+    _driver_error = sqlite3.Error
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.url = f"sqlite:///{self.path}"
+        if sqlite3.sqlite_version_info < MINIMUM_SQLITE:
+            raise StoreConfigError(
+                f"cannot open receipt store {self.url}: SQLite {sqlite3.sqlite_version} is too "
+                f"old, callgate needs {'.'.join(map(str, MINIMUM_SQLITE))} or newer"
+            )
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -137,8 +163,8 @@ class SqliteStore:
         # for a writer.
         if self._schema_version() == SCHEMA_VERSION:
             return []
-        with self._write() as connection:
-            connection.execute(
+        with self._write() as cursor:
+            cursor.execute(
                 """
                 CREATE TABLE IF NOT EXISTS callgate_schema_version (
                     version    INTEGER PRIMARY KEY,
@@ -146,21 +172,13 @@ class SqliteStore:
                 )
                 """
             )
-            (current,) = connection.execute(
-                "SELECT coalesce(max(version), 0) FROM callgate_schema_version"
-            ).fetchone()
-            if current > SCHEMA_VERSION:
-                raise StoreConfigError(
-                    f"cannot open receipt store {self.url}: its schema version {current} is "
-                    f"newer than this callgate supports ({SCHEMA_VERSION}); upgrade callgate"
-                )
+            cursor.execute("SELECT coalesce(max(version), 0) FROM callgate_schema_version")
+            (current,) = cursor.fetchone()
             applied = []
-            for version, statements in MIGRATIONS:
-                if version <= current:
-                    continue
+            for version, statements in pending_migrations(self.url, MIGRATIONS, current):
                 for statement in statements:
-                    connection.execute(statement)
-                connection.execute(
+                    cursor.execute(statement)
+                cursor.execute(
                     "INSERT INTO callgate_schema_version (version, applied_at) VALUES (?, ?)",
                     (version, _text(datetime.now().astimezone())),
                 )
@@ -168,278 +186,17 @@ class SqliteStore:
             return applied
 
     def _schema_version(self) -> int:
-        with self._read() as connection:
-            table = connection.execute(
+        with self._read() as cursor:
+            table = cursor.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                 ("callgate_schema_version",),
             ).fetchone()
             if table is None:
                 return 0
-            (version,) = connection.execute(
+            (version,) = cursor.execute(
                 "SELECT coalesce(max(version), 0) FROM callgate_schema_version"
             ).fetchone()
             return int(version)
-
-    # Receipts ------------------------------------------------------------------------------
-
-    def claim(
-        self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
-    ) -> Claim:
-        now = as_utc(now)
-        with self._write() as connection:
-            existing = _select_receipt(connection, op.operation_id)
-            if existing is None:
-                connection.execute(
-                    """
-                    INSERT INTO callgate_receipts (
-                        operation_id, state, request_id, tool, contract_version, args_hash,
-                        arguments, actor, lease_owner, lease_expires_at, attempts,
-                        created_at, updated_at
-                    ) VALUES (?, 'claimed', ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
-                    """,
-                    (
-                        op.operation_id, op.request_id, op.tool, op.contract_version,
-                        op.args_hash, canonical_json(op.arguments), canonical_json(op.actor),
-                        worker, _text(now + lease), _text(now), _text(now),
-                    ),
-                )
-                return Claim(ClaimOutcome.CLAIMED, _fetch_receipt(connection, op.operation_id))
-            if existing.args_hash != op.args_hash:
-                raise OperationIdReused(operation_id_reused_message(existing, op))
-            outcome = claim_outcome(existing, now=now)
-            if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
-                return Claim(outcome, existing)
-            connection.execute(
-                """
-                UPDATE callgate_receipts
-                SET state = 'claimed', lease_owner = ?, lease_expires_at = ?,
-                    attempts = attempts + 1, updated_at = ?
-                WHERE operation_id = ?
-                """,
-                (worker, _text(now + lease), _text(now), op.operation_id),
-            )
-            return Claim(outcome, _fetch_receipt(connection, op.operation_id))
-
-    def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
-        now = as_utc(now)
-        with self._write() as connection:
-            changed = connection.execute(
-                """
-                UPDATE callgate_receipts
-                SET lease_expires_at = ?, updated_at = ?
-                WHERE operation_id = ? AND state = 'claimed' AND lease_owner = ?
-                """,
-                (_text(now + lease), _text(now), operation_id, worker),
-            ).rowcount
-            if changed != 1:
-                raise LeaseLost(lease_lost_message(operation_id, worker))
-            return _fetch_receipt(connection, operation_id)
-
-    def finish(
-        self,
-        operation_id: str,
-        *,
-        worker: str,
-        state: ReceiptState,
-        now: datetime,
-        result: Any = None,
-        error_class: str | None = None,
-        detail: str | None = None,
-    ) -> Receipt:
-        check_outcome_state(state)
-        now = as_utc(now)
-        with self._write() as connection:
-            changed = connection.execute(
-                """
-                UPDATE callgate_receipts
-                SET state = ?, result = ?, error_class = ?, detail = ?,
-                    lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-                WHERE operation_id = ? AND state = 'claimed' AND lease_owner = ?
-                """,
-                (
-                    state.value, _json_or_null(result), error_class, detail, _text(now),
-                    operation_id, worker,
-                ),
-            ).rowcount
-            if changed != 1:
-                raise LeaseLost(lease_lost_message(operation_id, worker))
-            return _fetch_receipt(connection, operation_id)
-
-    def hold_for_confirmation(
-        self, op: NewOperation, *, expires_at: datetime, now: datetime
-    ) -> Receipt:
-        now = as_utc(now)
-        with self._write() as connection:
-            existing = _select_receipt(connection, op.operation_id)
-            if existing is not None:
-                if existing.args_hash != op.args_hash:
-                    raise OperationIdReused(operation_id_reused_message(existing, op))
-                return existing
-            connection.execute(
-                """
-                INSERT INTO callgate_receipts (
-                    operation_id, state, request_id, tool, contract_version, args_hash,
-                    arguments, actor, confirmation_expires_at, created_at, updated_at
-                ) VALUES (?, 'awaiting_confirmation', ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                (
-                    op.operation_id, op.request_id, op.tool, op.contract_version, op.args_hash,
-                    canonical_json(op.arguments), canonical_json(op.actor), _text(expires_at),
-                    _text(now), _text(now),
-                ),
-            )
-            return _fetch_receipt(connection, op.operation_id)
-
-    def claim_confirmed(
-        self,
-        operation_id: str,
-        *,
-        confirmed_by: str,
-        worker: str,
-        lease: timedelta,
-        now: datetime,
-    ) -> Claim:
-        now = as_utc(now)
-        with self._write() as connection:
-            existing = _select_receipt(connection, operation_id)
-            if existing is None:
-                raise StoreError(f"no receipt for operation {operation_id!r} to confirm")
-            if existing.state is not ReceiptState.AWAITING_CONFIRMATION:
-                return Claim(replayed_confirmation_outcome(existing, now=now), existing)
-            connection.execute(
-                """
-                UPDATE callgate_receipts
-                SET state = 'claimed', confirmed_by = ?, confirmed_at = ?, lease_owner = ?,
-                    lease_expires_at = ?, attempts = attempts + 1, updated_at = ?
-                WHERE operation_id = ?
-                """,
-                (confirmed_by, _text(now), worker, _text(now + lease), _text(now), operation_id),
-            )
-            return Claim(ClaimOutcome.CLAIMED, _fetch_receipt(connection, operation_id))
-
-    def get(self, operation_id: str) -> Receipt | None:
-        with self._read() as connection:
-            return _select_receipt(connection, operation_id)
-
-    # Review queue --------------------------------------------------------------------------
-
-    def open_review(self, item: NewReviewItem, *, now: datetime) -> ReviewItem:
-        now = as_utc(now)
-        review_id = str(uuid.uuid4())
-        with self._write() as connection:
-            connection.execute(
-                """
-                INSERT INTO callgate_reviews (
-                    review_id, tool, reason, summary, operation_id, payload, status, created_at
-                ) VALUES (?, ?, ?, ?, ?, ?, 'open', ?)
-                """,
-                (
-                    review_id, item.tool, item.reason, item.summary, item.operation_id,
-                    canonical_json(item.payload), _text(now),
-                ),
-            )
-            if item.operation_id is not None:
-                connection.execute(
-                    """
-                    UPDATE callgate_receipts
-                    SET state = 'in_review', lease_owner = NULL, lease_expires_at = NULL,
-                        updated_at = ?
-                    WHERE operation_id = ?
-                    """,
-                    (_text(now), item.operation_id),
-                )
-            return _fetch_review(connection, review_id)
-
-    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
-        with self._read() as connection:
-            rows = connection.execute(
-                """
-                SELECT * FROM callgate_reviews
-                WHERE :status IS NULL OR status = :status
-                ORDER BY created_at, queue_position
-                """,
-                {"status": None if status is None else status.value},
-            ).fetchall()
-            return [_review(row) for row in rows]
-
-    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
-        now = as_utc(now)
-        with self._write() as connection:
-            oldest = connection.execute(
-                """
-                SELECT review_id FROM callgate_reviews
-                WHERE status = 'open'
-                ORDER BY created_at, queue_position
-                LIMIT 1
-                """
-            ).fetchone()
-            if oldest is None:
-                return None
-            connection.execute(
-                """
-                UPDATE callgate_reviews
-                SET status = 'taken', taken_by = ?, taken_at = ?
-                WHERE review_id = ?
-                """,
-                (reviewer, _text(now), oldest["review_id"]),
-            )
-            return _fetch_review(connection, oldest["review_id"])
-
-    def resolve_review(
-        self, review_id: str, *, resolution: str, note: str, by: str, now: datetime
-    ) -> ReviewItem:
-        check_resolution(resolution)
-        now = as_utc(now)
-        with self._write() as connection:
-            row = connection.execute(
-                "SELECT * FROM callgate_reviews WHERE review_id = ?", (review_id,)
-            ).fetchone()
-            if row is None:
-                raise StoreError(f"no review item {review_id!r}")
-            review = _review(row)
-            if review.status is ReviewStatus.RESOLVED:
-                raise StoreError(f"review item {review_id!r} is already resolved")
-            connection.execute(
-                """
-                UPDATE callgate_reviews
-                SET status = 'resolved', resolution = ?, note = ?, resolved_by = ?,
-                    resolved_at = ?
-                WHERE review_id = ?
-                """,
-                (resolution, note, by, _text(now), review_id),
-            )
-            if review.operation_id is not None:
-                connection.execute(
-                    """
-                    UPDATE callgate_receipts
-                    SET state = ?, error_class = ?, detail = ?, lease_owner = NULL,
-                        lease_expires_at = NULL, updated_at = ?
-                    WHERE operation_id = ?
-                    """,
-                    (
-                        resolution, resolved_error_class(resolution, review.reason), note,
-                        _text(now), review.operation_id,
-                    ),
-                )
-            return _fetch_review(connection, review_id)
-
-    # Housekeeping --------------------------------------------------------------------------
-
-    def purge(self, *, older_than: datetime) -> int:
-        cutoff = _text(older_than)
-        with self._write() as connection:
-            receipts = connection.execute(
-                """
-                DELETE FROM callgate_receipts
-                WHERE state IN ('succeeded', 'failed') AND updated_at < ?
-                """,
-                (cutoff,),
-            ).rowcount
-            reviews = connection.execute(
-                "DELETE FROM callgate_reviews WHERE status = 'resolved' AND resolved_at < ?",
-                (cutoff,),
-            ).rowcount
-            return receipts + reviews
 
     def close(self) -> None:
         with self._connections_lock:
@@ -447,6 +204,32 @@ class SqliteStore:
             connections, self._connections = self._connections, []
         for connection in connections:
             connection.close()
+
+    # The dialect ---------------------------------------------------------------------------
+
+    def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any]) -> Row | None:
+        # The write lock of BEGIN IMMEDIATE keeps every other reviewer out until we commit.
+        cursor.execute(OLDEST_OPEN_REVIEW, parameters)
+        oldest = cursor.fetchone()
+        if oldest is None:
+            return None
+        taking = {**parameters, "review_id": oldest["review_id"]}
+        cursor.execute(TAKE_REVIEW, taking)
+        cursor.execute(self._sql.select_review, taking)
+        row: Row | None = cursor.fetchone()
+        return row
+
+    @staticmethod
+    def _time_parameter(moment: datetime) -> str:
+        return _text(moment)
+
+    @staticmethod
+    def _time_value(stored: str) -> datetime:
+        return datetime.fromisoformat(stored)
+
+    @staticmethod
+    def _json_value(stored: str) -> Any:
+        return json.loads(stored)
 
     # Connections and transactions ----------------------------------------------------------
 
@@ -472,12 +255,12 @@ class SqliteStore:
         return connection
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[sqlite3.Cursor]:
         with self._errors_as_store_errors():
             connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
             try:
-                yield connection
+                yield connection.cursor()
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -485,16 +268,9 @@ class SqliteStore:
                 raise
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[sqlite3.Cursor]:
         with self._errors_as_store_errors():
-            yield self._connection()
-
-    @contextmanager
-    def _errors_as_store_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(f"receipt store {self.url}: {exc}") from exc
+            yield self._connection().cursor()
 
 
 def _open_failure(url: str, exc: Exception) -> str:
@@ -506,83 +282,3 @@ def _open_failure(url: str, exc: Exception) -> str:
 
 def _text(moment: datetime) -> str:
     return as_utc(moment).isoformat(timespec="microseconds")
-
-
-def _time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def _required_time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-def _json_or_null(value: Any) -> str | None:
-    return None if value is None else canonical_json(value)
-
-
-def _select_receipt(connection: sqlite3.Connection, operation_id: str) -> Receipt | None:
-    row = connection.execute(
-        "SELECT * FROM callgate_receipts WHERE operation_id = ?", (operation_id,)
-    ).fetchone()
-    return None if row is None else _receipt(row)
-
-
-def _fetch_receipt(connection: sqlite3.Connection, operation_id: str) -> Receipt:
-    receipt = _select_receipt(connection, operation_id)
-    if receipt is None:
-        raise StoreError(f"receipt {operation_id!r} vanished inside its own transaction")
-    return receipt
-
-
-def _fetch_review(connection: sqlite3.Connection, review_id: str) -> ReviewItem:
-    row = connection.execute(
-        "SELECT * FROM callgate_reviews WHERE review_id = ?", (review_id,)
-    ).fetchone()
-    if row is None:
-        raise StoreError(f"review item {review_id!r} vanished inside its own transaction")
-    return _review(row)
-
-
-def _receipt(row: sqlite3.Row) -> Receipt:
-    return Receipt(
-        operation_id=row["operation_id"],
-        state=ReceiptState(row["state"]),
-        request_id=row["request_id"],
-        tool=row["tool"],
-        contract_version=row["contract_version"],
-        args_hash=row["args_hash"],
-        arguments=json.loads(row["arguments"]),
-        actor=json.loads(row["actor"]),
-        created_at=_required_time(row["created_at"]),
-        updated_at=_required_time(row["updated_at"]),
-        result=None if row["result"] is None else json.loads(row["result"]),
-        error_class=row["error_class"],
-        detail=row["detail"],
-        confirmed_by=row["confirmed_by"],
-        confirmed_at=_time(row["confirmed_at"]),
-        confirmation_expires_at=_time(row["confirmation_expires_at"]),
-        lease_owner=row["lease_owner"],
-        lease_expires_at=_time(row["lease_expires_at"]),
-        attempts=row["attempts"],
-    )
-
-
-def _review(row: sqlite3.Row) -> ReviewItem:
-    return ReviewItem(
-        review_id=row["review_id"],
-        tool=row["tool"],
-        reason=row["reason"],
-        summary=row["summary"],
-        operation_id=row["operation_id"],
-        payload=json.loads(row["payload"]),
-        status=ReviewStatus(row["status"]),
-        created_at=_required_time(row["created_at"]),
-        taken_by=row["taken_by"],
-        taken_at=_time(row["taken_at"]),
-        resolution=row["resolution"],
-        note=row["note"],
-        resolved_by=row["resolved_by"],
-        resolved_at=_time(row["resolved_at"]),
-    )
-
-

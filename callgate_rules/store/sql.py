@@ -1,0 +1,573 @@
+"""The receipt protocol in SQL, written once for every dialect callgate speaks.
+
+``SqlReceiptStore`` holds each method of the ``ReceiptStore`` contract once. It writes with
+``INSERT ... ON CONFLICT DO NOTHING`` (the primary key decides who creates a receipt), reads
+what it decides from with the dialect's row lock, lets the rules of ``store.base`` decide,
+and fences every change with the ``WHERE`` clause that is the guarantee:
+
+- a lease: ``state = 'claimed' AND lease_owner = {worker}`` (else ``LeaseLost``);
+- a confirmation is used once: ``state = 'awaiting_confirmation'``, re-checked by the
+  database after any concurrent confirmation commits;
+- an operation ID names one set of arguments: the existing receipt's ``args_hash`` is
+  compared under the lock (else ``OperationIdReused``).
+
+The statements are templates with named parameters in braces (``{now}``, ``{arguments:json}``)
+rendered once per dialect. A dialect subclass (``SqliteStore``, ``PostgresStore``) supplies
+only what differs:
+
+- ``Dialect``: how a parameter is spelled, the casts JSON and text parameters need, the clause
+  that locks a row read to decide a write, and whether a write returns its row
+  (``RETURNING *``) or the row is read back by its key in the same transaction;
+- ``_write()`` and ``_read()``: a cursor inside a transaction, the driver's errors raised as
+  ``StoreError``;
+- how instants and JSON values are stored (``_time_parameter``, ``_time_value``,
+  ``_json_value``);
+- ``_take_oldest_open_review``: how two reviewers are kept from taking the same item;
+- connections, migrations (``pending_migrations`` checks the version) and privileges.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol
+
+from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
+from callgate_rules.store.base import (
+    Claim,
+    ClaimOutcome,
+    NewOperation,
+    NewReviewItem,
+    Receipt,
+    ReceiptState,
+    ReviewItem,
+    ReviewStatus,
+    as_utc,
+    canonical_json,
+    check_outcome_state,
+    check_resolution,
+    check_same_arguments,
+    claim_outcome,
+    lease_lost_message,
+    replayed_confirmation_outcome,
+    resolved_error_class,
+)
+
+# How often a claim or hold starts over when the receipt it collided with was purged before
+# it could be read; a purge only takes receipts finished long ago, so once is plenty.
+VANISHED_RETRIES = 3
+
+
+class Row(Protocol):
+    """A result row read by column name: ``sqlite3.Row`` and psycopg's ``dict_row`` both are."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the protocol uses; ``sqlite3`` and psycopg cursors fit."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, query: str, parameters: Mapping[str, Any], /) -> object: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What the statements below need to know about one SQL dialect."""
+
+    placeholder: str  # a named parameter, with {name} for its name: ":{name}", "%({name})s"
+    casts: Mapping[str, str]  # what follows a typed parameter: "json" -> "::jsonb"
+    row_lock: str  # follows a SELECT whose row decides a write: " FOR UPDATE"
+    returning: str  # follows a write to get its row back: " RETURNING *", or "" to read it
+
+
+_PARAMETER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+
+
+def render(template: str, dialect: Dialect) -> str:
+    """``template`` with each ``{name}`` or ``{name:type}`` spelled as ``dialect`` wants."""
+
+    def parameter(match: re.Match[str]) -> str:
+        name, kind = match[1], match[2]
+        cast = "" if kind is None else dialect.casts[kind]
+        return dialect.placeholder.format(name=name) + cast
+
+    return _PARAMETER.sub(parameter, template)
+
+
+# The statements -----------------------------------------------------------------------------
+
+SELECT_RECEIPT = "SELECT * FROM callgate_receipts WHERE operation_id = {operation_id}"
+SELECT_REVIEW = "SELECT * FROM callgate_reviews WHERE review_id = {review_id}"
+
+# The fence of every write a lease holder makes: see ``base.holds_lease``.
+HELD_BY_WORKER = "operation_id = {operation_id} AND state = 'claimed' AND lease_owner = {worker}"
+
+INSERT_CLAIMED = """
+    INSERT INTO callgate_receipts (
+        operation_id, state, request_id, tool, contract_version, args_hash,
+        arguments, actor, lease_owner, lease_expires_at, attempts, created_at, updated_at
+    ) VALUES (
+        {operation_id}, 'claimed', {request_id}, {tool}, {contract_version}, {args_hash},
+        {arguments:json}, {actor:json}, {worker}, {lease_expires_at}, 1, {now}, {now}
+    )
+    ON CONFLICT (operation_id) DO NOTHING
+"""
+TAKE_OVER = """
+    UPDATE callgate_receipts
+    SET state = 'claimed', lease_owner = {worker}, lease_expires_at = {lease_expires_at},
+        attempts = attempts + 1, updated_at = {now}
+    WHERE operation_id = {operation_id}
+"""
+RENEW = f"""
+    UPDATE callgate_receipts
+    SET lease_expires_at = {{lease_expires_at}}, updated_at = {{now}}
+    WHERE {HELD_BY_WORKER}
+"""
+FINISH = f"""
+    UPDATE callgate_receipts
+    SET state = {{state}}, result = {{result:json}}, error_class = {{error_class}},
+        detail = {{detail}}, lease_owner = NULL, lease_expires_at = NULL, updated_at = {{now}}
+    WHERE {HELD_BY_WORKER}
+"""
+INSERT_HELD = """
+    INSERT INTO callgate_receipts (
+        operation_id, state, request_id, tool, contract_version, args_hash,
+        arguments, actor, confirmation_expires_at, created_at, updated_at
+    ) VALUES (
+        {operation_id}, 'awaiting_confirmation', {request_id}, {tool}, {contract_version},
+        {args_hash}, {arguments:json}, {actor:json}, {expires_at}, {now}, {now}
+    )
+    ON CONFLICT (operation_id) DO NOTHING
+"""
+CLAIM_CONFIRMED = """
+    UPDATE callgate_receipts
+    SET state = 'claimed', confirmed_by = {confirmed_by}, confirmed_at = {now},
+        lease_owner = {worker}, lease_expires_at = {lease_expires_at},
+        attempts = attempts + 1, updated_at = {now}
+    WHERE operation_id = {operation_id} AND state = 'awaiting_confirmation'
+"""
+INSERT_REVIEW = """
+    INSERT INTO callgate_reviews (
+        review_id, tool, reason, summary, operation_id, payload, status, created_at
+    ) VALUES (
+        {review_id}, {tool}, {reason}, {summary}, {operation_id}, {payload:json}, 'open', {now}
+    )
+"""
+MOVE_TO_REVIEW = """
+    UPDATE callgate_receipts
+    SET state = 'in_review', lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
+    WHERE operation_id = {operation_id}
+"""
+LIST_REVIEWS = """
+    SELECT * FROM callgate_reviews
+    WHERE {status:text} IS NULL OR status = {status:text}
+    ORDER BY created_at, queue_position
+"""
+RESOLVE_REVIEW = """
+    UPDATE callgate_reviews
+    SET status = 'resolved', resolution = {resolution}, note = {note},
+        resolved_by = {resolved_by}, resolved_at = {now}
+    WHERE review_id = {review_id}
+"""
+SETTLE_RECEIPT = """
+    UPDATE callgate_receipts
+    SET state = {resolution}, error_class = {error_class}, detail = {note}, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = {now}
+    WHERE operation_id = {operation_id}
+"""
+PURGE_RECEIPTS = """
+    DELETE FROM callgate_receipts
+    WHERE state IN ('succeeded', 'failed') AND updated_at < {cutoff}
+"""
+PURGE_REVIEWS = "DELETE FROM callgate_reviews WHERE status = 'resolved' AND resolved_at < {cutoff}"
+
+
+class Statements:
+    """The protocol's statements in one dialect, rendered once per store class."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        def written(template: str) -> str:
+            return render(template, dialect) + dialect.returning
+
+        self.dialect = dialect
+        self.select_receipt = render(SELECT_RECEIPT, dialect)
+        self.lock_receipt = self.select_receipt + dialect.row_lock
+        self.select_review = render(SELECT_REVIEW, dialect)
+        self.lock_review = self.select_review + dialect.row_lock
+        self.insert_claimed = written(INSERT_CLAIMED)
+        self.take_over = written(TAKE_OVER)
+        self.renew = written(RENEW)
+        self.finish = written(FINISH)
+        self.insert_held = written(INSERT_HELD)
+        self.claim_confirmed = written(CLAIM_CONFIRMED)
+        self.insert_review = written(INSERT_REVIEW)
+        self.move_to_review = render(MOVE_TO_REVIEW, dialect)
+        self.list_reviews = render(LIST_REVIEWS, dialect)
+        self.resolve_review = written(RESOLVE_REVIEW)
+        self.settle_receipt = render(SETTLE_RECEIPT, dialect)
+        self.purge_receipts = render(PURGE_RECEIPTS, dialect)
+        self.purge_reviews = render(PURGE_REVIEWS, dialect)
+
+
+class SqlReceiptStore(ABC):
+    """A ``ReceiptStore`` in an SQL database; subclasses bring the dialect and connections."""
+
+    url: str
+    _sql: ClassVar[Statements]
+    _driver_error: type[Exception]  # the driver's base exception, raised as StoreError
+
+    # Receipts ------------------------------------------------------------------------------
+
+    def claim(
+        self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
+    ) -> Claim:
+        now = as_utc(now)
+        parameters = {**_operation_parameters(op), **self._lease(worker, lease, now)}
+        # A receipt purged between the INSERT and the SELECT sends us round once more.
+        for _ in range(VANISHED_RETRIES):
+            with self._write() as cursor:
+                created = self._written_receipt(cursor, self._sql.insert_claimed, parameters)
+                if created is not None:
+                    return Claim(ClaimOutcome.CLAIMED, self._receipt(created))
+                existing = self._existing(cursor, self._sql.lock_receipt, op)
+                if existing is None:
+                    continue
+                outcome = claim_outcome(existing, now=now)
+                if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
+                    return Claim(outcome, existing)
+                taken = self._written_receipt(cursor, self._sql.take_over, parameters)
+                return Claim(outcome, self._receipt(_required(taken)))
+        raise StoreError(f"receipt {op.operation_id!r} kept vanishing while being claimed")
+
+    def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
+        parameters = {"operation_id": operation_id, **self._lease(worker, lease, now)}
+        with self._write() as cursor:
+            renewed = self._written_receipt(cursor, self._sql.renew, parameters)
+        if renewed is None:
+            raise LeaseLost(lease_lost_message(operation_id, worker))
+        return self._receipt(renewed)
+
+    def finish(
+        self,
+        operation_id: str,
+        *,
+        worker: str,
+        state: ReceiptState,
+        now: datetime,
+        result: Any = None,
+        error_class: str | None = None,
+        detail: str | None = None,
+    ) -> Receipt:
+        check_outcome_state(state)
+        stored_now = self._time_parameter(now)
+        parameters = {
+            "operation_id": operation_id, "worker": worker, "state": state.value,
+            "result": None if result is None else canonical_json(result),
+            "error_class": error_class, "detail": detail, "now": stored_now,
+        }
+        with self._write() as cursor:
+            finished = self._written_receipt(cursor, self._sql.finish, parameters)
+        if finished is None:
+            raise LeaseLost(lease_lost_message(operation_id, worker))
+        return self._receipt(finished)
+
+    def hold_for_confirmation(
+        self, op: NewOperation, *, expires_at: datetime, now: datetime
+    ) -> Receipt:
+        stored_now = self._time_parameter(now)
+        expires = self._time_parameter(expires_at)
+        parameters = {**_operation_parameters(op), "expires_at": expires, "now": stored_now}
+        # As in ``claim``: a receipt purged before it could be read sends us round again.
+        for _ in range(VANISHED_RETRIES):
+            with self._write() as cursor:
+                created = self._written_receipt(cursor, self._sql.insert_held, parameters)
+                if created is not None:
+                    return self._receipt(created)
+                existing = self._existing(cursor, self._sql.select_receipt, op)
+                if existing is not None:
+                    return existing
+        raise StoreError(f"receipt {op.operation_id!r} kept vanishing while being held")
+
+    def claim_confirmed(
+        self,
+        operation_id: str,
+        *,
+        confirmed_by: str,
+        worker: str,
+        lease: timedelta,
+        now: datetime,
+    ) -> Claim:
+        now = as_utc(now)
+        parameters = {
+            "operation_id": operation_id, "confirmed_by": confirmed_by,
+            **self._lease(worker, lease, now),
+        }
+        with self._write() as cursor:
+            # The state condition is re-checked after any concurrent confirmation commits, so
+            # of two replays of one confirmation only the first matches.
+            claimed = self._written_receipt(cursor, self._sql.claim_confirmed, parameters)
+            if claimed is not None:
+                return Claim(ClaimOutcome.CLAIMED, self._receipt(claimed))
+            cursor.execute(self._sql.select_receipt, parameters)
+            row = cursor.fetchone()
+        if row is None:
+            raise StoreError(f"no receipt for operation {operation_id!r} to confirm")
+        existing = self._receipt(row)
+        return Claim(replayed_confirmation_outcome(existing, now=now), existing)
+
+    def get(self, operation_id: str) -> Receipt | None:
+        with self._read() as cursor:
+            cursor.execute(self._sql.select_receipt, {"operation_id": operation_id})
+            row = cursor.fetchone()
+        return None if row is None else self._receipt(row)
+
+    # Review queue --------------------------------------------------------------------------
+
+    def open_review(self, item: NewReviewItem, *, now: datetime) -> ReviewItem:
+        parameters = {
+            "review_id": str(uuid.uuid4()), "tool": item.tool, "reason": item.reason,
+            "summary": item.summary, "operation_id": item.operation_id,
+            "payload": canonical_json(item.payload), "now": self._time_parameter(now),
+        }
+        with self._write() as cursor:
+            review = self._written_review(cursor, self._sql.insert_review, parameters)
+            if item.operation_id is not None:
+                cursor.execute(self._sql.move_to_review, parameters)
+        return self._review(_required(review))
+
+    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
+        with self._read() as cursor:
+            cursor.execute(
+                self._sql.list_reviews, {"status": None if status is None else status.value}
+            )
+            rows = cursor.fetchall()
+        return [self._review(row) for row in rows]
+
+    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
+        parameters = {"reviewer": reviewer, "now": self._time_parameter(now)}
+        with self._write() as cursor:
+            taken = self._take_oldest_open_review(cursor, parameters)
+        return None if taken is None else self._review(taken)
+
+    def resolve_review(
+        self, review_id: str, *, resolution: str, note: str, by: str, now: datetime
+    ) -> ReviewItem:
+        check_resolution(resolution)
+        parameters = {
+            "review_id": review_id, "resolution": resolution, "note": note, "resolved_by": by,
+            "now": self._time_parameter(now),
+        }
+        with self._write() as cursor:
+            cursor.execute(self._sql.lock_review, parameters)
+            row = cursor.fetchone()
+            if row is None:
+                raise StoreError(f"no review item {review_id!r}")
+            if row["status"] == ReviewStatus.RESOLVED.value:
+                raise StoreError(f"review item {review_id!r} is already resolved")
+            written = self._written_review(cursor, self._sql.resolve_review, parameters)
+            resolved = self._review(_required(written))
+            if resolved.operation_id is not None:
+                settled = {
+                    **parameters,
+                    "operation_id": resolved.operation_id,
+                    "error_class": resolved_error_class(resolution, resolved.reason),
+                }
+                cursor.execute(self._sql.settle_receipt, settled)
+        return resolved
+
+    # Housekeeping --------------------------------------------------------------------------
+
+    def purge(self, *, older_than: datetime) -> int:
+        parameters = {"cutoff": self._time_parameter(older_than)}
+        with self._write() as cursor:
+            cursor.execute(self._sql.purge_receipts, parameters)
+            receipts = cursor.rowcount
+            cursor.execute(self._sql.purge_reviews, parameters)
+            return receipts + cursor.rowcount
+
+    # What a dialect supplies ---------------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Cursor]:
+        """A cursor in a transaction that holds what it reads until it commits or rolls back."""
+
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Cursor]:
+        """A cursor for reading one consistent answer."""
+
+    @abstractmethod
+    def _take_oldest_open_review(
+        self, cursor: Cursor, parameters: Mapping[str, Any]
+    ) -> Row | None:
+        """Mark the oldest open item taken by ``{reviewer}`` at ``{now}`` and return its row,
+        so that two reviewers never get the same item; None when the queue is empty."""
+
+    @staticmethod
+    @abstractmethod
+    def _time_parameter(moment: datetime) -> Any:
+        """``moment`` as the database stores it (naive datetimes are refused)."""
+
+    @staticmethod
+    @abstractmethod
+    def _time_value(stored: Any) -> datetime:
+        """A stored instant as an aware datetime in UTC."""
+
+    @staticmethod
+    @abstractmethod
+    def _json_value(stored: Any) -> Any:
+        """A stored JSON column as Python values."""
+
+    def _describe_error(self, error: Exception) -> str:
+        return str(error)
+
+    @contextmanager
+    def _errors_as_store_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._driver_error as exc:
+            raise StoreError(f"receipt store {self.url}: {self._describe_error(exc)}") from exc
+
+    # Parameters and rows -------------------------------------------------------------------
+
+    def _lease(self, worker: str, lease: timedelta, now: datetime) -> dict[str, Any]:
+        """The parameters of a lease ``worker`` takes at ``now`` for ``lease``."""
+        now = as_utc(now)
+        return {
+            "worker": worker,
+            "lease_expires_at": self._time_parameter(now + lease),
+            "now": self._time_parameter(now),
+        }
+
+    def _written_row(
+        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any], refetch: str
+    ) -> Row | None:
+        """The row ``statement`` inserted or updated, or None if it matched none.
+
+        Without ``RETURNING`` the row is read back with ``refetch`` by the key in
+        ``parameters``; the transaction holds it, so it is the row just written.
+        """
+        cursor.execute(statement, parameters)
+        if self._sql.dialect.returning:
+            row: Row | None = cursor.fetchone()
+            return row
+        if cursor.rowcount != 1:
+            return None
+        cursor.execute(refetch, parameters)
+        return _required(cursor.fetchone())
+
+    def _written_receipt(
+        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any]
+    ) -> Row | None:
+        return self._written_row(cursor, statement, parameters, self._sql.select_receipt)
+
+    def _written_review(
+        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any]
+    ) -> Row | None:
+        return self._written_row(cursor, statement, parameters, self._sql.select_review)
+
+    def _existing(self, cursor: Cursor, statement: str, op: NewOperation) -> Receipt | None:
+        """The receipt ``op`` collided with, read with ``statement``; None if it is gone.
+
+        Raises ``OperationIdReused`` when it records other arguments.
+        """
+        cursor.execute(statement, {"operation_id": op.operation_id})
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        existing = self._receipt(row)
+        check_same_arguments(existing, op)
+        return existing
+
+    def _receipt(self, row: Row) -> Receipt:
+        time, json_value = self._time_value, self._json_value
+        return Receipt(
+            operation_id=row["operation_id"],
+            state=ReceiptState(row["state"]),
+            request_id=row["request_id"],
+            tool=row["tool"],
+            contract_version=row["contract_version"],
+            args_hash=row["args_hash"],
+            arguments=json_value(row["arguments"]),
+            actor=json_value(row["actor"]),
+            created_at=time(row["created_at"]),
+            updated_at=time(row["updated_at"]),
+            result=None if row["result"] is None else json_value(row["result"]),
+            error_class=row["error_class"],
+            detail=row["detail"],
+            confirmed_by=row["confirmed_by"],
+            confirmed_at=self._optional_time(row["confirmed_at"]),
+            confirmation_expires_at=self._optional_time(row["confirmation_expires_at"]),
+            lease_owner=row["lease_owner"],
+            lease_expires_at=self._optional_time(row["lease_expires_at"]),
+            attempts=row["attempts"],
+        )
+
+    def _review(self, row: Row) -> ReviewItem:
+        return ReviewItem(
+            review_id=row["review_id"],
+            tool=row["tool"],
+            reason=row["reason"],
+            summary=row["summary"],
+            operation_id=row["operation_id"],
+            payload=self._json_value(row["payload"]),
+            status=ReviewStatus(row["status"]),
+            created_at=self._time_value(row["created_at"]),
+            taken_by=row["taken_by"],
+            taken_at=self._optional_time(row["taken_at"]),
+            resolution=row["resolution"],
+            note=row["note"],
+            resolved_by=row["resolved_by"],
+            resolved_at=self._optional_time(row["resolved_at"]),
+        )
+
+    def _optional_time(self, stored: Any) -> datetime | None:
+        return None if stored is None else self._time_value(stored)
+
+
+def pending_migrations(
+    url: str, migrations: list[tuple[int, list[str]]], current: int
+) -> list[tuple[int, list[str]]]:
+    """The migrations a schema at version ``current`` has not seen yet, oldest first.
+
+    Raises ``StoreConfigError`` when the schema is newer than this callgate knows.
+    """
+    latest = migrations[-1][0]
+    if current > latest:
+        raise StoreConfigError(
+            f"cannot open receipt store {url}: its schema version {current} is "
+            f"newer than this callgate supports ({latest}); upgrade callgate"
+        )
+    return [(version, statements) for version, statements in migrations if version > current]
+
+
+def _operation_parameters(op: NewOperation) -> dict[str, Any]:
+    return {
+        "operation_id": op.operation_id,
+        "request_id": op.request_id,
+        "tool": op.tool,
+        "contract_version": op.contract_version,
+        "args_hash": op.args_hash,
+        "arguments": canonical_json(op.arguments),
+        "actor": canonical_json(op.actor),
+    }
+
+
+def _required(row: Row | None) -> Row:
+    if row is None:
+        raise StoreError("a row written in this transaction could not be read back")
+    return row
