@@ -28,7 +28,7 @@ from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.pipeline.canonical import arguments_hash, canonical_json, operation_id
 from callgate_rules.pipeline.execute import ExecutionRequest, classify
-from callgate_rules.pipeline.route import backoff_delay
+from callgate_rules.pipeline.machine import backoff_delay
 from callgate_rules.store import MemoryStore, ReceiptState, SqliteStore
 from callgate_rules.taxonomy import ErrorClass
 

@@ -215,20 +215,20 @@ def test_the_pair_of_messages_is_made_once(
         dana: dict[str, Any], now: Any, monkeypatch: Any) -> None:
     """Reading the agent message then the user message renders them once, with a note
     (several calls, the first taken) as without."""
-    from callgate_rules.pipeline import gate as gate_module
+    from callgate_rules.pipeline import route as route_module
 
     from .test_steps import SMALL_LIMITS_ROUTING
 
     contracts, policies = ref.copy(tmp_path, SMALL_LIMITS_ROUTING)
     first = compile_gate(contracts, policies, world=reference_world)
     renders: list[str] = []
-    both = gate_module._RejectionMessages.both
+    both = route_module.RejectionMessages.both
 
     def counted(self: Any) -> Any:
         renders.append("both")
         return both(self)
 
-    monkeypatch.setattr(gate_module._RejectionMessages, "both", counted)
+    monkeypatch.setattr(route_module.RejectionMessages, "both", counted)
     past = Calls.follow_up_args(dueAt="2026-01-01T00:00:00Z")
     for call in (Calls.plain("createFollowUp", past), Calls.follow_up(urgent=1),
                  {"role": "assistant", "tool_calls": [

@@ -1,5 +1,8 @@
 """Step 4 — AUTHORIZE: the actor from the runtime, rights as CEL, default deny, deny wins.
 
+The order of the rules is the tool's plan (``plan``), compiled once per tool; this module
+holds the tool's rules, what a rule's verdict means, and the denials.
+
 The actor is whatever the host passes to the gate, never a value from the model's
 arguments. A denial tells the model nothing about the record: when the deciding rules read
 a looked-up record, the agent message is the same one the model gets for a record that does
@@ -15,7 +18,7 @@ from typing import Any
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
-from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import (
     AccessPolicies,
     AccessRule,
@@ -50,50 +53,21 @@ class ToolRules:
                    tuple(r for r in rules if r.effect == "allow"))
 
 
-def check_actor(policies: AccessPolicies, actor: Mapping[str, Any],
-                session: Mapping[str, Any] | None = None) -> None:
-    """The host's actor and session facts must match their declared schemas: what does not
-    is never trusted."""
-    # The compiled verdicts first; jsonschema explains a failure.
-    valid = policies.actor_valid
-    if policies.actor_validator is not None and (valid is None or not valid(actor)):
-        _check_against(policies.actor_validator, actor, "actor", "actor-schema")
-    valid = policies.session_valid
-    if policies.session_validator is not None and (valid is None or not valid(session or {})):
-        _check_against(policies.session_validator, session or {}, "session", "session-schema")
-
-
-def _check_against(validator: Validator, value: Any, name: str, rule: str) -> None:
+def host_fact_rejection(validator: Validator, value: Any, name: str,
+                        rule: str) -> Rejection | None:
+    """The rejection of an actor or session (``name``) that the compiled check of its
+    declared schema refused, in jsonschema's words; ``None`` should jsonschema find no
+    error. What does not match its schema is never trusted."""
     error = best_match(validator.iter_errors(value))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or name
-        raise Rejection(
-            ErrorClass.FORBIDDEN,
-            f"the {name} passed by the host does not match the declared {name} schema: "
-            f"{where}: {error.message}",
-            rule=rule,
-        )
-
-
-def authorize(
-    policies: AccessPolicies,
-    contract: Contract,
-    variables: Mapping[str, Any],
-    trace: list[RawTraceEntry],
-    shadow: list[ShadowVerdict],
-    rules: ToolRules | None = None,
-) -> str:
-    """The name of the deciding allow rule. Default deny; a matching deny beats any allow.
-    ``rules``: the tool's rules, when the caller has them already."""
-    rules = rules or ToolRules.of(policies, contract.name)
-    for rule in rules.denies:
-        if _matches(rule, variables, trace, shadow):
-            raise denial(contract, rule, (rule,), variables)
-    for rule in rules.allows:
-        if _matches(rule, variables, trace, shadow):
-            return rule.qualified_name
-    trace.append(DEFAULT_DENY)
-    raise denial(contract, None, rules.allows, variables)
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or name
+    return Rejection(
+        ErrorClass.FORBIDDEN,
+        f"the {name} passed by the host does not match the declared {name} schema: "
+        f"{where}: {error.message}",
+        rule=rule,
+    )
 
 
 DEFAULT_DENY: RawTraceEntry = ("authorize", "default", "deny", "no allow rule matched")
@@ -134,11 +108,22 @@ def _matches(
 ) -> bool:
     try:
         value = rule.when.evaluate(variables)  # .evaluate: one call frame less
-        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     except CelEvaluationError as failure:
-        value, error = None, str(failure)
+        value = failure
+    return access_verdict(rule, value, trace, shadow)
+
+
+def access_verdict(rule: AccessRule, value: Any, trace: list[RawTraceEntry],
+                   shadow: list[ShadowVerdict]) -> bool:
+    """Does ``rule`` match, given what its condition gave (``value``: a value, or the
+    ``CelEvaluationError`` it raised)? Failing closed: a deny that cannot be evaluated
+    denies, an allow does not allow; a rule in shadow never matches, and leaves a
+    verdict."""
+    if isinstance(value, CelEvaluationError):
+        error: str | None = str(value)
+    else:
+        error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     if error is not None:
-        # Failing closed: a deny that cannot be evaluated denies; an allow does not allow.
         matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
         trace.append(("authorize", rule.qualified_name, "error",
                       f"{error}; counts as {'match' if matched else 'no match'}"))

@@ -6,7 +6,7 @@ Each step is a plain function that either returns what the next step needs or ra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -100,3 +100,24 @@ def as_decided(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any
 def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:
     """A message of a rejection, rendered now if it was left for later."""
     return message() if isinstance(message, Deferred) else message
+
+
+class Foreseen:
+    """A rejection a tool's plan may return, made once when the plan is compiled.
+
+    ``template`` is the step's own rejection at that point with every field but its
+    messages, which are the same for every call (rule, error class, detail, hint, route);
+    ``make(variables)`` makes the whole rejection, messages included, from the variables
+    the call was decided on, and is called only when someone reads a message. ``reads``
+    names the variables those messages may read; the gate copies the arguments and the
+    actor (for the log in any case) and passes the tool's name, and ``more_reads`` names
+    the rest, which it copies just for the messages. So a rejected call costs about what a
+    passed one does."""
+
+    __slots__ = ("make", "template", "more_reads")
+
+    def __init__(self, make: Callable[[Mapping[str, Any]], Rejection],
+                 reads: Iterable[str]) -> None:
+        self.make = make
+        self.template = make({})
+        self.more_reads = tuple(sorted(set(reads) - {"args", "actor", "tool"}))

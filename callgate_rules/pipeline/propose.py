@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, TypeGuard
 import msgspec
 
 from callgate_rules.documents.model import InputLimits
+from callgate_rules.pipeline.decision import RawTraceEntry
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.taxonomy import ErrorClass
 
@@ -75,6 +76,20 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
 # (tests/test_json_decoding.py holds the two to that).
 _fast_decode = msgspec.json.Decoder().decode
 _FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
+
+
+def entry(calls: list[ProposedCall]) -> RawTraceEntry:
+    """The trace entry of what was proposed: the format, and how many calls."""
+    if len(calls) == 1:
+        return _ONE_CALL_IN.get(calls[0].format) or _proposed(calls[0].format, 1)
+    return _proposed(calls[0].format, len(calls))
+
+
+def _proposed(format: str, calls: int) -> RawTraceEntry:
+    return ("propose", "format", format, "1 call" if calls == 1 else f"{calls} calls")
+
+
+_ONE_CALL_IN = {format: _proposed(format, 1) for format in FORMATS}  # the commonest, made once
 
 
 def decode_json(text: str, what: str) -> Any:

@@ -1,54 +1,45 @@
-"""Step 7 — ROUTE: every outcome maps to one route, and the routes form a state machine.
+"""Step 7 — ROUTE: every outcome maps to one route, with its messages, through one table.
 
-Two counters never mix: *regenerations* (the model proposes a new call) are counted per run
-in ``Run``; *transport retries* (the same operation sent again) are counted per call in
-``WriteMachine``. Backoff is exponential with full jitter and never passes the call's
-deadline. A limit reached is a real path (partial result, hand-over or refusal) with its
-own messages. The clock, the sleep and the random source are injectable.
+The routing table (``Routing.route_for``, its defaults from ``taxonomy``) says where each
+error class goes; a rule may name its own route. This module turns what steps 1–6 ended
+with into the decision the host gets: the route, the three messages (agent, user, log),
+the trace. Also here: the run's budgets (``Run``: calls per tool, failures,
+regenerations, the run deadline) and the limit path they lead to, a real path (partial
+result, hand-over or refusal) with its own messages.
 """
 
 from __future__ import annotations
 
-import random
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, Protocol
 
-from callgate_rules.documents.model import Budgets, Contract, LimitPath, Routing
-from callgate_rules.errors import LeaseLost
-from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Failed, Finder, Sent, send
-from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
-from callgate_rules.store.base import (
-    ClaimOutcome,
-    NewOperation,
-    NewReviewItem,
-    ReceiptState,
-    ReceiptStore,
+from callgate_rules.documents.model import Budgets, Contract, GateConfig, LimitPath, Routing
+from callgate_rules.integrations.provenance import Conversation
+from callgate_rules.pipeline import parse
+from callgate_rules.pipeline.decision import (
+    Decision,
+    Deferred,
+    DeferredMessages,
+    PairedMessage,
+    RawTraceEntry,
+    ShadowVerdict,
+    TraceEntry,
+    trace_entries,
 )
+from callgate_rules.pipeline.machine import Ending, limit_route
+from callgate_rules.pipeline.messages import agent_message, user_message
+from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
+from callgate_rules.pipeline.record import compact, log_record
+from callgate_rules.store.base import NewReviewItem, ReceiptStore
 from callgate_rules.taxonomy import ErrorClass, Route
-
-Clock = Callable[[], datetime]
-Sleep = Callable[[float], None]
 
 # Error classes that count as failures of a run (budget "failures per run").
 FAILURES = frozenset(ErrorClass) - {ErrorClass.CONFIRMATION_REQUIRED, ErrorClass.DUPLICATE}
-
-
-def backoff_delay(attempt: int, budgets: Budgets, rng: random.Random,
-                  retry_after: float | None = None) -> float:
-    """Full jitter: uniform in [0, min(max, base * multiplier ** attempt)], but never less
-    than a destination's Retry-After: coming back earlier than it asked only fails again.
-    Whether the wait still fits the call's deadline is the caller's decision."""
-    ceiling = min(budgets.backoff_max_seconds,
-                  budgets.backoff_base_seconds * budgets.backoff_multiplier ** attempt)
-    delay = rng.uniform(0.0, ceiling)
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return delay
 
 
 @dataclass
@@ -75,263 +66,414 @@ class Run:
                     f"(limit {budgets.calls_per_tool_per_run})")
         return None
 
+    def admit(self, decision: Decision, budgets: Budgets, now: datetime) -> str | None:
+        """Count a decided proposal against the run; which limit it passes, or ``None``.
+        A regeneration spends the run's budget of corrected calls; a call that may go on
+        resets it and counts against its tool."""
+        limit = self.limit_reached(budgets, decision.tool, now)
+        if limit is not None:
+            return limit
+        if decision.route == Route.REGENERATE:
+            if self.regenerations_in_a_row >= budgets.regenerations_per_call:
+                return (f"{self.regenerations_in_a_row} corrected call(s) already asked for "
+                        f"(limit {budgets.regenerations_per_call})")
+            self.regenerations_in_a_row += 1
+        elif goes_on(decision):
+            self.regenerations_in_a_row = 0
+            assert decision.tool is not None
+            self.calls[decision.tool] += 1
+        return None
 
-def limit_route(path: LimitPath) -> Route:
-    return {LimitPath.HAND_OVER: Route.REVIEW, LimitPath.REFUSE: Route.REFUSE,
-            LimitPath.PARTIAL_RESULT: Route.REFUSE}[path]
-
-
-# The write state machine ----------------------------------------------------------------------
-
-
-class State(StrEnum):
-    CLAIM = "claim"
-    SEND = "send"
-    RECONCILE = "reconcile"
-    WAIT = "wait"
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a call ended inside steps 5–7."""
-
-    route: Route
-    error_class: ErrorClass | None
-    detail: str
-    result: Any = None
-    receipt_state: str | None = None
-    late_confirmation: bool = False
-    review_id: str | None = None
-    limit_path: str | None = None
-    retries: int = 0
+    def ended(self, decision: Decision) -> None:
+        if decision.error_class in FAILURES:
+            self.failures += 1
 
 
-@dataclass
-class WriteMachine:
-    """Claim → send → (reconcile) for one operation, holding the lease until it is decided."""
+def goes_on(decision: Decision) -> bool:
+    """Does the decision of steps 1–4 go on to execution (or to a person's confirmation)?"""
+    return decision.route in (Route.EXECUTE, Route.AWAIT_CONFIRMATION) and \
+        decision.error_class in (None, ErrorClass.CONFIRMATION_REQUIRED)
 
-    contract: Contract
-    operation: NewOperation
-    executor: Executor
-    finder: Finder | None
-    store: ReceiptStore
-    routing: Routing
-    worker: str
-    clock: Clock
-    sleep: Sleep
-    rng: random.Random
-    actor: Mapping[str, Any]
-    variables: Mapping[str, Any]
-    records: Mapping[str, Any]
-    trace: Callable[[str, str, str], None]
-    deadline: datetime = field(init=False)
-    retries: int = 0
-    retry_after: float | None = None
-    after_wait: State = State.CLAIM
-    reconciled: bool = False
 
-    def __post_init__(self) -> None:
-        self.deadline = self.clock() + timedelta(
-            seconds=self.routing.budgets.call_deadline_seconds)
-
-    def run(self, start: State = State.CLAIM) -> Ending:
-        handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
-            State.CLAIM: self.claim,
-            State.SEND: self.send,
-            State.RECONCILE: self.reconcile,
-            State.WAIT: self.wait,
-        }
-        state: State | Ending = start
-        while isinstance(state, State):
-            state = handlers[state]()
-        return state
+class ToolPlanView(Protocol):
+    """What routing reads of a tool's plan (``plan.ToolPlan``)."""
 
     @property
-    def lease(self) -> timedelta:
-        return timedelta(seconds=self.routing.lease_seconds)
+    def versions(self) -> Mapping[str, str]: ...
 
-    # -- states
+    @property
+    def passed(self) -> str: ...
 
-    def claim(self) -> State | Ending:
-        claim = self.store.claim(self.operation, worker=self.worker, lease=self.lease,
-                                 now=self.clock())
-        self.trace("execute", f"claim {self.operation.operation_id}", str(claim.outcome))
-        if claim.may_execute:
-            return State.SEND
-        if claim.outcome == ClaimOutcome.RECONCILE:
-            return State.RECONCILE
-        if claim.outcome == ClaimOutcome.BUSY:
-            # Another worker is executing this very operation: wait for its answer.
-            return self.after_failure(ErrorClass.TRANSIENT, "another worker holds the claim",
-                                      then=State.CLAIM)
-        receipt = claim.receipt
-        if receipt.state == ReceiptState.SUCCEEDED:
-            return Ending(Route.RETURN_RECEIPT, ErrorClass.DUPLICATE,
-                          "a receipt for this operation already exists", receipt.result,
-                          str(receipt.state))
-        if receipt.state == ReceiptState.AWAITING_CONFIRMATION:
-            return Ending(self.route_of(ErrorClass.CONFIRMATION_REQUIRED),
-                          ErrorClass.CONFIRMATION_REQUIRED,
-                          "the operation is waiting for a person's confirmation",
-                          receipt_state=str(receipt.state))
-        if receipt.state == ReceiptState.IN_REVIEW:
-            return Ending(Route.REVIEW, ErrorClass.DUPLICATE,
-                          "the operation is with a person for review",
-                          receipt_state=str(receipt.state))
-        error_class = ErrorClass(receipt.error_class or ErrorClass.PERMANENT)
-        return Ending(self.route_of(error_class), error_class,
-                      f"an earlier attempt of this operation failed: {receipt.detail}",
-                      receipt.result, str(receipt.state))
+    @property
+    def foretold(self) -> Mapping[Foreseen, Foretold]: ...
 
-    def send(self) -> State | Ending:
-        now = self.clock()
-        remaining = (self.deadline - now).total_seconds()
-        if remaining <= 0:
-            return self.give_up(ReceiptState.FAILED, ErrorClass.TRANSIENT,
-                                "the call deadline passed before sending")
-        request = ExecutionRequest(self.contract.name, self.operation.arguments,
-                                   self.operation.operation_id,
-                                   now + timedelta(seconds=min(remaining,
-                                                               self.contract.timeout_seconds)),
-                                   self.actor, self.records)
-        outcome = send(self.executor, request, self.contract,
-                       min(remaining, self.contract.timeout_seconds))
-        if isinstance(outcome, Sent):
-            self.trace("execute", "send", "answered")
-            return self.verified(outcome.result, late=False)
-        self.trace("execute", "send", f"{outcome.error_class}: {outcome.detail}")
-        return self.failed(outcome)
 
-    def failed(self, outcome: Failed) -> State | Ending:
-        if outcome.error_class == ErrorClass.UNKNOWN_OUTCOME:
-            if self.route_of(ErrorClass.UNKNOWN_OUTCOME) == Route.RECONCILE:
-                return State.RECONCILE  # keep the lease: nobody else may touch it meanwhile
-            return self.to_review(ErrorClass.UNKNOWN_OUTCOME, outcome.detail)
-        if self.route_of(outcome.error_class) == Route.RETRY:
-            # Before sending: release the claim so the retry claims it afresh.
-            self.finish(ReceiptState.FAILED, error_class=outcome.error_class,
-                        detail=outcome.detail)
-            self.retry_after = outcome.retry_after
-            return self.after_failure(outcome.error_class, outcome.detail, then=State.CLAIM)
-        self.finish(ReceiptState.FAILED, error_class=outcome.error_class, detail=outcome.detail)
-        return Ending(self.route_of(outcome.error_class), outcome.error_class, outcome.detail,
-                      retries=self.retries)
+class Progress:
+    """What the steps have learnt so far, so a rejection can still name tool and versions.
 
-    def reconcile(self) -> State | Ending:
-        self.reconciled = True
-        verdict = reconcile(self.contract, self.finder, self.operation.operation_id,
-                            self.variables)
-        self.trace("reconcile", self.operation.operation_id, type(verdict).__name__.lower())
-        if isinstance(verdict, Confirmed):
-            return self.verified(verdict.result, late=True)
-        if isinstance(verdict, Absent):
-            if verdict.resend_is_safe:
-                # The destination deduplicates by this ID: sending it again cannot write twice.
-                return self.after_failure(ErrorClass.UNKNOWN_OUTCOME,
-                                          "not found at the destination; resending under the "
-                                          "same operation ID", then=State.SEND)
-            return self.after_failure(ErrorClass.UNKNOWN_OUTCOME,
-                                      "not found at the destination yet", then=State.RECONCILE,
-                                      exhausted=lambda: self.to_review(
-                                          ErrorClass.RECONCILE_FAILED,
-                                          "the destination never showed the operation; it "
-                                          "cannot deduplicate, so it is not sent again"))
-        if isinstance(verdict, Mismatch):
-            return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
-        return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
+    A plain class with slots: one is made per decision, and a dataclass's generated
+    ``__init__`` with default factories costs noticeably more."""
 
-    def wait(self) -> State | Ending:
-        delay = backoff_delay(self.retries - 1, self.routing.budgets, self.rng, self.retry_after)
-        self.retry_after = None
-        if self.clock() + timedelta(seconds=delay) > self.deadline:
-            detail = (f"waiting {delay:.1f}s more would pass the call deadline of "
-                      f"{self.routing.budgets.call_deadline_seconds:g}s")
-            if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
-                return self.to_review(ErrorClass.RECONCILE_FAILED, detail)
-            return self.exhausted(detail)
-        self.trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.retries})")
-        self.sleep(delay)
-        return self.after_wait
+    __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
+                 "conversation", "contract_only", "plan")
 
-    # -- transitions shared by the states
+    def __init__(self, started: float, session: dict[str, Any],
+                 conversation: Conversation | None) -> None:
+        self.trace: list[RawTraceEntry] = []
+        self.shadow: list[ShadowVerdict] = []
+        self.call: parse.ParsedCall | None = None
+        self.variables: dict[str, Any] = {}
+        self.permit: str | None = None
+        self.started = started
+        self.session = session
+        self.conversation = conversation
+        self.contract_only: Contract | None = None  # known before the call fully parsed
+        self.plan: ToolPlanView | None = None  # the tool's, once the call is parsed
 
-    def after_failure(self, error_class: ErrorClass, detail: str, *, then: State,
-                      exhausted: Callable[[], Ending] | None = None) -> State | Ending:
-        """Retry within the per-call budget and deadline, or take the limit path."""
-        budgets = self.routing.budgets
-        if self.retries >= budgets.retries_per_call:
-            return exhausted() if exhausted else self.exhausted(
-                f"{self.retries} transport retries (limit {budgets.retries_per_call}): {detail}")
-        if self.clock() >= self.deadline:
-            return exhausted() if exhausted else self.exhausted(
-                f"the call deadline of {budgets.call_deadline_seconds:g}s passed: {detail}")
-        self.retries += 1
-        self.after_wait = then
-        return State.WAIT
+    @property
+    def contract(self) -> Contract | None:
+        return self.call.contract if self.call else self.contract_only
 
-    def exhausted(self, detail: str) -> Ending:
-        """The per-call limit path. A claim still held is recorded first: an unknown outcome
-        stays unknown (and goes to a person), a failure before sending is a failure."""
-        receipt = self.store.get(self.operation.operation_id)
-        holding = receipt is not None and receipt.lease_owner == self.worker \
-            and receipt.state == ReceiptState.CLAIMED
-        if holding and self.reconciled:
-            return self.to_review(ErrorClass.BUDGET_EXHAUSTED, detail)
-        if holding:
-            self.finish(ReceiptState.FAILED, error_class=ErrorClass.TRANSIENT, detail=detail)
-        path = self.routing.on_limit
-        route = limit_route(path)
-        review_id = self.open_review(ErrorClass.BUDGET_EXHAUSTED, detail) \
-            if route == Route.REVIEW else None
-        return Ending(route, ErrorClass.BUDGET_EXHAUSTED, detail, limit_path=str(path),
-                      review_id=review_id, retries=self.retries)
 
-    def verified(self, result: Any, *, late: bool) -> Ending:
-        verify = self.contract.verify
-        if verify is not None:
-            try:
-                ok = verify({**self.variables, "result": result}) is True
-            except Exception as error:  # noqa: BLE001 - a failing check is a failed check
-                ok, why = False, f"verify failed to evaluate: {error}"
+class Routed(NamedTuple):
+    """Where a rejection goes, and in whose words its messages speak."""
+
+    route: Route
+    speaks_as: ErrorClass  # a denial that depends on a record speaks as "not found"
+    advice_route: Route  # the route whose advice the agent message gives
+    entry: RawTraceEntry
+
+    @classmethod
+    def of(cls, rejection: Rejection, routing: Routing) -> Routed:
+        route = rejection.route or routing.route_for(rejection.error_class)
+        speaks_as = rejection.speaks_as or rejection.error_class
+        return cls(route, speaks_as,
+                   routing.route_for(speaks_as) if rejection.speaks_as else route,
+                   ("route", str(rejection.error_class), str(route)))
+
+
+class RejectionMessages:
+    """A rejected call's agent and user messages, put together when first read: from the
+    rejection's own words, the routing table's and the route's advice."""
+
+    __slots__ = ("rejection", "routed", "routing", "contract", "arguments", "actor", "tools",
+                 "named")
+
+    def __init__(self, rejection: Rejection, routed: Routed, routing: Routing,
+                 contract: Contract | None, arguments: Mapping[str, Any] | None,
+                 actor: Mapping[str, Any], tools: str) -> None:
+        """``arguments``, ``actor``: as decided on (copies the host cannot change)."""
+        self.rejection, self.routed, self.routing = rejection, routed, routing
+        self.contract, self.tools = contract, tools
+        self.arguments, self.actor = arguments, actor
+        self.named: dict[str, Any] | None = None
+
+    def both(self) -> tuple[PairedMessage, PairedMessage]:
+        return _rendered(self.agent), _rendered(self.user)
+
+    def agent(self) -> str:
+        rejection, routed = self.rejection, self.routed
+        return agent_message(routed.speaks_as, routed.advice_route, self.routing,
+                             text_of(rejection.agent_message), rejection.hint,
+                             self.variables())
+
+    def user(self) -> str:
+        return user_message(self.routed.speaks_as, self.routing,
+                            text_of(self.rejection.user_message), self.variables())
+
+    def variables(self) -> dict[str, Any]:
+        """What the routing table's message templates may name (worked out once)."""
+        if self.named is None:
+            rejection = self.rejection
+            self.named = {
+                "tool": self.contract.name if self.contract else None,
+                "tools": self.tools,
+                "detail": rejection.detail,
+                **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
+                "args": self.arguments if self.arguments is not None else {},
+                "actor": self.actor,
+            }
+        return self.named
+
+
+class Foretold:
+    """How a rejection a tool's plan foresaw is routed and worded: worked out once, with
+    the plan."""
+
+    __slots__ = ("foreseen", "routed", "routing", "contract", "tools")
+
+    def __init__(self, foreseen: Foreseen, routing: Routing, contract: Contract,
+                 tools: str) -> None:
+        self.foreseen, self.routing, self.contract, self.tools = \
+            foreseen, routing, contract, tools
+        self.routed = Routed.of(foreseen.template, routing)
+
+    def messages(self, arguments: dict[str, Any], actor: dict[str, Any],
+                 more: dict[str, Any] | None) -> tuple[PairedMessage, PairedMessage]:
+        """The agent and user messages for the values a call was decided on (``more``:
+        those of ``Foreseen.more_reads``): the rejection made (``Foreseen.make``) and
+        worded as any other."""
+        decided = {"args": arguments, "actor": actor, "tool": self.contract.name,
+                   **(more or {})}
+        return RejectionMessages(self.foreseen.make(decided), self.routed, self.routing,
+                                 self.contract, arguments, actor, self.tools).both()
+
+
+def _rendered(render: Callable[[], str]) -> PairedMessage:
+    """The message, or, should it fail to render, what fails again on each read of it."""
+    try:
+        return render()
+    except Exception:
+        return Deferred(render)
+
+
+def _noted(agent: str | Deferred[str], note: str) -> str:
+    text = agent() if isinstance(agent, Deferred) else agent
+    return f"{text} Note: {note}."
+
+
+def _noted_pair(messages: DeferredMessages, note: str) -> tuple[PairedMessage, PairedMessage]:
+    agent, user = messages()
+    return (Deferred(_noted, agent, note) if isinstance(agent, Deferred)
+            else _noted(agent, note)), user
+
+
+# Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
+_UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
+_EXECUTE = Route.EXECUTE
+_ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
+
+
+class Router:
+    """Step 7 for one configuration: the decision for every way a call can end.
+
+    ``versions_of(contract)``: the versions of the documents that decide about a call of
+    ``contract`` (or of no known tool), never changed; ``tools``: the list of tools an
+    unknown one is told about."""
+
+    def __init__(self, config: GateConfig, tools: str,
+                 versions_of: Callable[[Contract | None], Mapping[str, str]]) -> None:
+        self.config, self.routing, self.tools = config, config.routing, tools
+        self.versions_of = versions_of
+
+    # -- steps 1–4 ----------------------------------------------------------------------
+
+    def decided(self, outcome: str | Rejection | Foreseen | None, progress: Progress,
+                actor: Mapping[str, Any], request_id: str | None) -> Decision:
+        """The decision of steps 1–4: the deciding allow rule's name, or a rejection."""
+        if type(outcome) is str:
+            progress.permit = outcome
+            return self.allowed(progress, actor, request_id)
+        if isinstance(outcome, Foreseen):
+            return self.foreseen(outcome, progress, actor, request_id)
+        assert isinstance(outcome, Rejection)
+        return self.rejected(outcome, progress, actor, request_id)
+
+    def allowed(self, progress: Progress, actor: Mapping[str, Any],
+                request_id: str | None) -> Decision:
+        assert progress.call is not None and progress.plan is not None
+        if progress.call.contract.confirmation.required:
+            return self.rejected(
+                Rejection(ErrorClass.CONFIRMATION_REQUIRED, "the contract requires a person's "
+                          "confirmation before execution", rule=progress.permit),
+                progress, actor, request_id)
+        progress.trace.append(_ROUTED_TO_EXECUTE)
+        return self._decision(_EXECUTE, None, progress.permit, progress.plan.passed,
+                              "", "allowed", progress, actor, request_id)
+
+    def rejected(self, rejection: Rejection, progress: Progress, actor: Mapping[str, Any],
+                 request_id: str | None) -> Decision:
+        routed = Routed.of(rejection, self.routing)
+        progress.trace.append(routed.entry)
+        if progress.call is None and rejection.contract is not None:
+            progress.contract_only = rejection.contract
+        call = progress.call
+        # the arguments and the actor as decided on, should the host change them afterwards
+        arguments = dict(call.arguments) if call is not None else None
+        decided_actor = dict(actor)
+        messages = DeferredMessages(RejectionMessages(
+            rejection, routed, self.routing, progress.contract, arguments, decided_actor,
+            self.tools).both)
+        return self._decision(
+            routed.route, rejection.error_class, rejection.rule, messages, messages,
+            rejection.detail, progress, actor, request_id, rejection.candidates,
+            rejection.extra, decided_actor, arguments)
+
+    def foreseen(self, foreseen: Foreseen, progress: Progress, actor: Mapping[str, Any],
+                 request_id: str | None) -> Decision:
+        """``rejected`` for a rejection the plan foresaw: its route and constant parts were
+        worked out with the plan; the rejection itself, with its messages, is made from the
+        variables as decided when someone reads a message."""
+        assert progress.plan is not None
+        told = progress.plan.foretold[foreseen]
+        progress.trace.append(told.routed.entry)
+        rejection, variables = foreseen.template, progress.variables
+        arguments, decided_actor = dict(variables["args"]), dict(actor)
+        messages = DeferredMessages(
+            Foretold.messages, told, arguments, decided_actor,
+            as_decided(variables, foreseen.more_reads) if foreseen.more_reads else None)
+        return self._decision(
+            told.routed.route, rejection.error_class, rejection.rule, messages, messages,
+            rejection.detail, progress, actor, request_id, rejection.candidates,
+            rejection.extra, decided_actor, arguments)
+
+    def _decision(
+        self, route: Route, error_class: ErrorClass | None, rule: str | None,
+        agent: str | Deferred[str] | DeferredMessages,
+        user: str | Deferred[str] | DeferredMessages, detail: str, progress: Progress,
+        actor: Mapping[str, Any], request_id: str | None,
+        candidates: tuple[Mapping[str, Any], ...] = (), extra: Mapping[str, Any] | None = None,
+        decided_actor: dict[str, Any] | None = None,
+        decided_arguments: dict[str, Any] | None = None,
+    ) -> Decision:
+        """``decided_actor``, ``decided_arguments``: the actor and the arguments copied as
+        decided on, when the caller has made those copies already."""
+        elapsed, decided_at = time.perf_counter() - progress.started, time.time()
+        call = progress.call
+        contract = call.contract if call is not None else progress.contract_only
+        # The plan's versions are never changed: the log keeps them; the decision hands out
+        # its own copy, which a host may change.
+        decided_versions = progress.plan.versions if progress.plan is not None \
+            else self.versions_of(contract)
+        if error_class == _UNKNOWN_TOOL:
+            # The allowlist that refused the tool: every contract's version.
+            decided_versions = {**decided_versions, **{
+                c.document.key: c.version for c in self.config.contracts.values()}}
+        if call is not None and call.note:
+            # several calls and the policy took one: the model must hear the others did not run
+            if isinstance(agent, DeferredMessages):
+                agent = user = DeferredMessages(_noted_pair, agent, call.note)
             else:
-                why = "the destination's answer does not pass the contract's verify rule"
-            if not ok:
-                self.trace("execute", "verify", "fail")
-                return self.to_review(ErrorClass.RECONCILE_FAILED, why, result=result)
-        self.finish(ReceiptState.SUCCEEDED, result=result)
-        self.trace("execute", "verify", "pass" + (" (late confirmation)" if late else ""))
-        return Ending(Route.RETURN_RESULT, None, "late confirmation" if late else "executed",
-                      result, str(ReceiptState.SUCCEEDED), late_confirmation=late,
-                      retries=self.retries)
+                agent = Deferred(_noted, agent, call.note)
+        shadow = tuple(progress.shadow) if progress.shadow else ()
+        # The log record is put together when someone first reads ``decision.log``. What the
+        # host handed in and may change afterwards is copied now, one level deep.
+        if decided_actor is None:
+            decided_actor = dict(actor)
+            decided_arguments = dict(call.arguments) if call is not None else None
+        log: Deferred[Mapping[str, Any]] = Deferred(
+            log_record, decided_at, request_id, contract, call, decided_versions, route,
+            error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
+            extra or None)
+        return Decision.of_check(
+            route, error_class, contract.name if contract else None,
+            contract.version if contract else None, rule, agent, user, log,
+            dict(decided_versions), Deferred(trace_entries, tuple(progress.trace)),
+            call.arguments if call is not None else None,
+            call.call_id if call is not None else None, candidates,
+            # warn-mode verdicts travel with the decision; audit ones only in the log
+            tuple(v for v in shadow if v.mode == "warn") if shadow else (),
+        )
 
-    def to_review(self, error_class: ErrorClass, detail: str, result: Any = None) -> Ending:
-        self.finish(ReceiptState.OUTCOME_UNKNOWN, error_class=error_class, detail=detail,
-                    result=result)
-        review_id = self.open_review(error_class, detail)
-        return Ending(Route.REVIEW, error_class, detail, result, str(ReceiptState.IN_REVIEW),
-                      review_id=review_id, retries=self.retries)
+    # -- steps 5–7 ----------------------------------------------------------------------
 
-    def give_up(self, state: ReceiptState, error_class: ErrorClass, detail: str) -> Ending:
-        self.finish(state, error_class=error_class, detail=detail)
-        return self.exhausted(detail)
+    def ended(self, decision: Decision, progress: Progress, ending: Ending,
+              operation: str | None) -> Decision:
+        """The decision of steps 1–4, completed with what execution did."""
+        contract = progress.contract
+        assert contract is not None
+        agent, user = self._ending_messages(decision, progress, ending, contract)
+        if progress.call is not None and progress.call.note:
+            agent = f"{agent} Note: {progress.call.note}."
+        progress.trace.append(("route", str(ending.error_class or "executed"),
+                               str(ending.route)))
+        log = {
+            **decision.log,
+            "route": str(ending.route),
+            "error_class": str(ending.error_class) if ending.error_class else None,
+            "detail": ending.detail,
+            "operation_id": operation,
+            "receipt_state": ending.receipt_state,
+            "result": ending.result,  # the destination's own answer, never the model's retelling
+            "retries": ending.retries,
+            "reconciled": any(step == "reconcile" for step, *_ in progress.trace),
+            "unknown_outcome": any("unknown_outcome" in result
+                                   for _, _, result, *_ in progress.trace),
+            "review_id": ending.review_id,
+            "elapsed_ms": round((time.perf_counter() - progress.started) * 1000, 3),
+        }
+        return replace(decision, route=ending.route, error_class=ending.error_class,
+                       agent_message=agent, user_message=user, result=ending.result,
+                       operation_id=operation, limit_path=ending.limit_path,
+                       trace=trace_entries(tuple(progress.trace)), log=log,
+                       extra={"review_id": ending.review_id} if ending.review_id else {})
 
-    def open_review(self, error_class: ErrorClass, detail: str) -> str:
-        item = self.store.open_review(NewReviewItem(
-            tool=self.contract.name, reason=str(error_class),
-            summary=f"{self.contract.name} {self.operation.operation_id}: {detail}",
-            operation_id=self.operation.operation_id,
-            payload={"arguments": dict(self.operation.arguments), "actor": dict(self.actor)},
-        ), now=self.clock())
-        self.trace("route", "review", f"queued as {item.review_id}")
-        return item.review_id
+    def _ending_messages(self, decision: Decision, progress: Progress, ending: Ending,
+                         contract: Contract) -> tuple[str, str]:
+        routing = self.routing
+        variables = {"tool": contract.name, "tools": self.tools, "detail": ending.detail,
+                     "args": decision.arguments or {},
+                     "actor": progress.variables.get("actor", {})}
+        if ending.error_class is None:
+            how = " (confirmed after a lost answer)" if ending.late_confirmation else ""
+            return f"{contract.name} succeeded{how}. Result: {compact(ending.result)}", ""
+        if ending.error_class == ErrorClass.DUPLICATE and ending.route == Route.RETURN_RECEIPT:
+            return (f"{contract.name} was already done for this request; no new write was "
+                    f"made. Earlier result: {compact(ending.result)}",
+                    user_message(ErrorClass.DUPLICATE, routing, None, variables))
+        if ending.limit_path is not None:
+            return self.limit_messages(variables)
+        return (agent_message(ending.error_class, ending.route, routing, None, None, variables),
+                user_message(ending.error_class, routing, None, variables))
 
-    def finish(self, state: ReceiptState, **fields: Any) -> None:
-        try:
-            self.store.finish(self.operation.operation_id, worker=self.worker, state=state,
-                              now=self.clock(), **fields)
-        except LeaseLost:
-            # Our lease expired mid-call; whoever holds it now reconciles. Never overwrite.
-            self.trace("execute", "finish", "lease lost; another worker reconciles")
+    def limit_path(self, decision: Decision, detail: str, actor: Mapping[str, Any],
+                   store: Callable[[], ReceiptStore], now: datetime) -> Decision:
+        """A run limit reached: the routing table's limit path, instead of the decision."""
+        route = limit_route(self.routing.on_limit)
+        agent, user = self.limit_messages({
+            "tool": decision.tool, "tools": self.tools, "detail": detail,
+            "args": decision.arguments or {}, "actor": actor})
+        review_id = None
+        if route == Route.REVIEW and decision.tool is not None:
+            review_id = store().open_review(NewReviewItem(
+                tool=decision.tool, reason=str(ErrorClass.BUDGET_EXHAUSTED),
+                summary=f"{decision.tool}: {detail}", payload=dict(decision.log)),
+                now=now).review_id
+        trace = (*decision.trace, TraceEntry("route", "budget_exhausted", str(route), detail))
+        return replace(decision, route=route, error_class=ErrorClass.BUDGET_EXHAUSTED,
+                       agent_message=agent, user_message=user,
+                       limit_path=str(self.routing.on_limit), trace=trace,
+                       log={**decision.log, "route": str(route),
+                            "error_class": str(ErrorClass.BUDGET_EXHAUSTED),
+                            "detail": detail, "review_id": review_id})
 
-    def route_of(self, error_class: ErrorClass) -> Route:
-        return self.routing.route_for(error_class)
+    def limit_messages(self, variables: Mapping[str, Any]) -> tuple[str, str]:
+        """The limit path's messages; ``variables`` are what their templates may name."""
+        routing = self.routing
+        written = routing.on_limit_messages
+        agent = written.agent.render(variables) if written.agent else \
+            _LIMIT_AGENT_MESSAGES[routing.on_limit].format(detail=variables["detail"])
+        user = written.user.render(variables) if written.user else \
+            user_message(ErrorClass.BUDGET_EXHAUSTED, routing, None, variables)
+        return agent, user
+
+    def refused_confirmation(self, why: str, basis: Decision | None = None) -> Decision:
+        """A confirmation that cannot be used: nothing was executed."""
+        log = {**(basis.log if basis else {}), "ts": datetime.now(UTC).isoformat(),
+               "route": "refuse", "error_class": str(ErrorClass.FORBIDDEN),
+               "rule": "confirmation-token", "detail": why}
+        return Decision(
+            route=Route.REFUSE, error_class=ErrorClass.FORBIDDEN,
+            tool=basis.tool if basis else None,
+            contract_version=basis.contract_version if basis else None,
+            rule="confirmation-token",
+            agent_message="The confirmation was not accepted; nothing was executed. "
+                          "Propose the call again if it is still wanted.",
+            user_message=f"This confirmation can't be used: {why}.",
+            log=log, versions=basis.versions if basis else {},
+            trace=(*(basis.trace if basis else ()),
+                   TraceEntry("execute", "confirmation", "refused", why)),
+            arguments=basis.arguments if basis else None,
+        )
+
+
+_LIMIT_AGENT_MESSAGES = {
+    LimitPath.PARTIAL_RESULT: "The tool-call limit is reached ({detail}). Stop calling tools "
+                              "and give the user the partial result you have, saying what is "
+                              "missing.",
+    LimitPath.HAND_OVER: "The tool-call limit is reached ({detail}). Stop calling tools; a "
+                         "person takes over. Tell the user so.",
+    LimitPath.REFUSE: "The tool-call limit is reached ({detail}). Stop calling tools and tell "
+                      "the user this cannot be done now.",
+}
+

@@ -1,5 +1,9 @@
 """Step 3 — VALIDATE: the argument schema, then referenced records, then business rules.
 
+The order of the checks is the tool's plan (``plan``), compiled once per tool; this module
+holds what each check decides when it does not simply pass: the rejections, in the words
+the model and the user get, and the trace entries.
+
 Business rules read record content ("the ticket is closed"), so the gate runs them only
 after ``authorize`` has allowed the actor to see those records; otherwise the message for
 another tenant's closed ticket would reveal that it exists.
@@ -13,7 +17,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from callgate_rules.cel.expression import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Lookup, Mode, OnError, Rule
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
@@ -34,18 +38,18 @@ MaySee = Callable[[Lookup, Record, Mapping[str, Any]], bool]
 SCHEMA_PASSED: RawTraceEntry = ("validate", "schema", "pass")
 
 
-def arguments(contract: Contract, args: Mapping[str, Any], trace: list[RawTraceEntry]) -> None:
-    # The compiled verdict first; jsonschema, the source of truth, explains a failure.
-    error = None if contract.arguments_valid(args) else \
-        best_match(contract.validator.iter_errors(args))
+def schema_rejection(contract: Contract, args: Mapping[str, Any],
+                     trace: list[RawTraceEntry]) -> Rejection | None:
+    """The rejection of arguments the compiled schema check refused, in jsonschema's words
+    (the source of truth explains the failure); ``None`` should jsonschema find none."""
+    error = best_match(contract.validator.iter_errors(args))
     if error is None:
-        trace.append(SCHEMA_PASSED)
-        return
+        return None
     field = ".".join(str(p) for p in error.absolute_path) or _missing_field(error) or "arguments"
     problem = _describe(error)
     expected = expected_value(contract, field)
     trace.append(("validate", "schema", "fail", f"{field}: {problem}"))
-    raise Rejection(
+    return Rejection(
         ErrorClass.INVALID_ARGUMENT,
         f"argument {field!r}: {problem}",
         rule=f"{contract.name}/schema",
@@ -142,97 +146,80 @@ def example_call(contract: Contract) -> str:
 # 3b. Referenced records ----------------------------------------------------------------------
 
 
-def references(
-    contract: Contract,
-    variables: dict[str, Any],
-    resolvers: Mapping[str, Resolver],
-    may_see: MaySee,
-    trace: list[RawTraceEntry],
-    resume: Resume | None = None,
-) -> None:
-    """Look up each declared record and bind it in ``variables`` under the lookup's name.
-
-    Records the actor may not see are dropped before counting, so "not found", "found one"
-    and "ambiguous" are all answered from the actor's own view of the data. ``resume``:
-    where the express lane stopped, the look-ups before it done, so that no resolver is
-    asked twice.
-    """
-    start, resolved = resume if resume is not None else (0, None)
-    for index, lookup in enumerate(contract.lookups):
-        if index < start:
-            continue
-        if index == start and resolved is not None:
-            key, found = resolved
-            found = _candidates(lookup, found, variables, may_see)
-        elif lookup.when is not None and not _truthy(lookup.when, variables):
-            variables[lookup.name] = None
-            trace.append(("validate", lookup.trace_subject, "skip", "when is false"))
-            continue
-        else:
-            try:
-                key = lookup.key.evaluate(variables)  # .evaluate: one call frame less
-            except CelEvaluationError as error:
-                raise Rejection(
-                    ErrorClass.INVALID_ARGUMENT,
-                    f"lookup {lookup.name}: key cannot be computed: {error}",
-                    rule=f"{contract.name}/lookup.{lookup.name}",
-                    hint=example_call(contract),
-                ) from None
-            resolver = resolvers.get(lookup.collection)
-            if resolver is None:
-                raise LookupError(
-                    f"no resolver bound for collection {lookup.collection!r} "
-                    f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
-                )
-            found = _candidates(lookup, resolve(resolver, lookup.fields, key), variables,
-                                may_see)
-        if lookup.many == "list":
-            variables[lookup.name] = found
-            trace.append(("validate", lookup.trace_subject, "found",
-                          f"{len(found)} record(s)"))
-            continue
-        if not found:
-            fields = "|".join(lookup.fields)
-            trace.append(("validate", lookup.trace_subject, "not_found",
-                          f"{lookup.collection}.{fields} == {_short(key)}"))
-            raise Rejection(
-                ErrorClass.NOT_FOUND,
-                f"no {lookup.collection} record with {'|'.join(lookup.fields)} == {_short(key)} "
-                "visible to the actor",
-                rule=f"{contract.name}/lookup.{lookup.name}",
-                agent_message=unavailable_message(contract, lookup, variables),
-                user_message=NOT_FOUND_USER_MESSAGE,
-                extra={"lookup": lookup.name, "key": key},
-            )
-        if len(found) > 1:
-            candidates = tuple(
-                {f: record[f] for f in lookup.candidate_fields if f in record} for record in found
-            )
-            trace.append(("validate", lookup.trace_subject, "ambiguous",
-                          f"{len(found)} matches"))
-            raise Rejection(
-                ErrorClass.AMBIGUOUS,
-                f"{len(found)} {lookup.collection} records match {_short(key)}",
-                rule=f"{contract.name}/lookup.{lookup.name}",
-                agent_message=(
-                    f"{_short(key)} matches {len(found)} {lookup.collection}: "
-                    + "; ".join(_short(c) for c in candidates)
-                    + "."
-                ),
-                candidates=candidates,
-            )
-        variables[lookup.name] = found[0]
-        trace.append(("validate", lookup.trace_subject, "found",
-                      f"{lookup.collection} {found[0].get('id', '')}"))
+def key_rejection(contract: Contract, lookup: Lookup, error: CelEvaluationError,
+                  example: str) -> Rejection:
+    """The rejection of a call whose look-up key cannot be computed from its arguments."""
+    return Rejection(
+        ErrorClass.INVALID_ARGUMENT,
+        f"lookup {lookup.name}: key cannot be computed: {error}",
+        rule=f"{contract.name}/lookup.{lookup.name}",
+        hint=example,
+    )
 
 
-# Where the look-ups resume: the index of the first not done, and, when its records were
-# already resolved, its key and those records.
-Resume = tuple[int, "tuple[Any, Sequence[Record]] | None"]
+def no_resolver(contract: Contract, lookup: Lookup) -> LookupError:
+    """What the host is told when it bound no resolver for a collection a look-up needs."""
+    return LookupError(
+        f"no resolver bound for collection {lookup.collection!r} "
+        f"(needed by {contract.name}); bind one with Gate(resolvers=...)"
+    )
 
 
-def _candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, Any],
-                may_see: MaySee) -> Sequence[Record]:
+def skipped(lookup: Lookup) -> RawTraceEntry:
+    """The trace entry of a look-up whose ``when`` is not true."""
+    return ("validate", lookup.trace_subject, "skip", "when is false")
+
+
+def found_entry(lookup: Lookup, record: Record) -> RawTraceEntry:
+    """The trace entry of a look-up that found its one record."""
+    return ("validate", lookup.trace_subject, "found",
+            f"{lookup.collection} {record.get('id', '')}")
+
+
+def listed_entry(lookup: Lookup, records: Sequence[Record]) -> RawTraceEntry:
+    """The trace entry of a listing look-up."""
+    return ("validate", lookup.trace_subject, "found", f"{len(records)} record(s)")
+
+
+def unmatched(contract: Contract, lookup: Lookup, key: Any, found: Sequence[Record],
+              variables: Mapping[str, Any], trace: list[RawTraceEntry]) -> Rejection:
+    """The rejection of a look-up that found, among the records the actor may see, no
+    record (``not_found``) or several (``ambiguous``, with the candidates' permitted
+    fields)."""
+    if not found:
+        fields = "|".join(lookup.fields)
+        trace.append(("validate", lookup.trace_subject, "not_found",
+                      f"{lookup.collection}.{fields} == {_short(key)}"))
+        return Rejection(
+            ErrorClass.NOT_FOUND,
+            f"no {lookup.collection} record with {fields} == {_short(key)} "
+            "visible to the actor",
+            rule=f"{contract.name}/lookup.{lookup.name}",
+            agent_message=unavailable_message(contract, lookup, variables),
+            user_message=NOT_FOUND_USER_MESSAGE,
+            extra={"lookup": lookup.name, "key": key},
+        )
+    candidates = tuple(
+        {f: record[f] for f in lookup.candidate_fields if f in record} for record in found
+    )
+    trace.append(("validate", lookup.trace_subject, "ambiguous", f"{len(found)} matches"))
+    return Rejection(
+        ErrorClass.AMBIGUOUS,
+        f"{len(found)} {lookup.collection} records match {_short(key)}",
+        rule=f"{contract.name}/lookup.{lookup.name}",
+        agent_message=(
+            f"{_short(key)} matches {len(found)} {lookup.collection}: "
+            + "; ".join(_short(c) for c in candidates)
+            + "."
+        ),
+        candidates=candidates,
+    )
+
+
+def candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, Any],
+               may_see: MaySee) -> Sequence[Record]:
+    """The records of a look-up that count: all of a single match, else those the actor
+    may act on."""
     if len(found) > 1 or lookup.many == "list":
         # Several matches: only those the actor may act on count as candidates. A single
         # match is kept, so that authorize denies it (forbidden) with the not-found text.
@@ -299,72 +286,28 @@ def not_found_message(lookup: Lookup, variables: Mapping[str, Any]) -> str:
     )
 
 
-def _truthy(expression: Any, variables: Mapping[str, Any]) -> bool:
-    try:
-        return expression(variables) is True
-    except CelEvaluationError:
-        return False
-
-
 # 3c. Business rules --------------------------------------------------------------------------
 
 
-def business_rules(
-    contract: Contract,
-    variables: Mapping[str, Any],
-    trace: list[RawTraceEntry],
-    shadow: list[ShadowVerdict],
-    example: str | None = None,
-) -> None:
-    """Evaluate the contract's rules in declared order; the first enforced violation stops.
-
-    A violated rule that asks for a person's confirmation (error class
-    ``confirmation_required``) does not stop the others: every later rule must still pass,
-    since the person confirms this call, not an exception from the rules. ``example``:
-    ``example_call(contract)``, when the caller keeps it."""
-    rejection = _violation(contract, variables, trace, shadow, example)
-    if rejection is not None:
-        try:
-            raise rejection
-        finally:
-            # The traceback holds this frame: without this, frame and exception would form
-            # a cycle left for the garbage collector, once per rejected call.
-            del rejection
-
-
-def _violation(
-    contract: Contract,
-    variables: Mapping[str, Any],
-    trace: list[RawTraceEntry],
-    shadow: list[ShadowVerdict],
-    example: str | None,
-) -> Rejection | None:
-    """The rejection ``business_rules`` raises, if any."""
-    needs_confirmation: list[Rejection] = []
-    for rule in contract.rules:
-        try:
-            value = rule.expression.evaluate(variables)  # .evaluate: one call frame less
-        except CelEvaluationError as failure:
-            value = failure
-        if value is True:  # the common case, kept to one constant trace entry
-            trace.append(rule.passed)
-            continue
-        passed, error = _judged(rule, value)
-        trace.append(("validate", rule.trace_subject, "pass" if passed else "error",
-                      f"{error} ({rule.on_error})") if error else rule.failed)
-        if passed:
-            continue
-        if rule.mode != _ENFORCE:
-            shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
-                                        str(rule.error_class),
-                                        _rule_messages(contract, rule, variables)[0]))
-            continue
-        rejection = violation(contract, rule, variables, error, example)
-        if rule.error_class == ErrorClass.CONFIRMATION_REQUIRED:
-            needs_confirmation.append(rejection)
-            continue
-        return rejection
-    return needs_confirmation[0] if needs_confirmation else None
+def rule_outcome(contract: Contract, rule: Rule, value: Any, variables: Mapping[str, Any],
+                 trace: list[RawTraceEntry], shadow: list[ShadowVerdict],
+                 example: str) -> Rejection | None:
+    """What a business rule that did not simply hold decides: ``value`` is what its
+    expression gave, or the ``CelEvaluationError`` it raised. ``None``: the call goes on
+    (an error the rule ignores, a rule in shadow, which leaves a verdict); else the
+    rejection, one asking for confirmation included (the caller keeps the first of those
+    and checks the remaining rules: the person confirms this call, not an exception)."""
+    passed, error = _judged(rule, value)
+    trace.append(("validate", rule.trace_subject, "pass" if passed else "error",
+                  f"{error} ({rule.on_error})") if error else rule.failed)
+    if passed:
+        return None
+    if rule.mode != _ENFORCE:
+        shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
+                                    str(rule.error_class),
+                                    _rule_messages(contract, rule, variables)[0]))
+        return None
+    return violation(contract, rule, variables, error, example)
 
 
 def violation(contract: Contract, rule: Rule, variables: Mapping[str, Any], error: str | None,

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from callgate_rules.cel.compiler import Inline, compile_tree
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.expression import compile_expression, parse
-from callgate_rules.pipeline import express
+from callgate_rules.pipeline import plan
 from tests.cel.conformance_harness import cel_python_evaluator, same_value
 
 Strategy = st.SearchStrategy[str]
@@ -310,7 +310,7 @@ def test_compiled_never_contradicts_cel_python(source: str, data: dict[str, Any]
     assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
 
 
-# Inlined code (the express lane's) ---------------------------------------------------------
+# Inlined code (a tool plan's) ---------------------------------------------------------
 
 
 def inlined(source: str) -> Callable[[Mapping[str, Any]], Any] | None:
@@ -319,7 +319,7 @@ def inlined(source: str) -> Callable[[Mapping[str, Any]], Any] | None:
     expression = compile_expression(source)
     if expression.inline is None:
         return None
-    writer = express._Writer()
+    writer = plan._Writer()
     lines = ["def run(variables):", "    try:",
              *writer.evaluation("_whole", expression, "        "),
              "    except _FAILURES as failure:", "        return _Failed(failure)",
@@ -366,4 +366,4 @@ def test_code_with_a_loop_is_called_not_inlined() -> None:
     expression = compile_expression("i > 0")
     looping = dataclasses.replace(expression, inline=Inline(
         ("for _x in variables['l']:", "    return _x", "return 0"), {}))
-    assert express._Writer().evaluation("_e", looping, "") == ["value = _e(variables)"]
+    assert plan._Writer().evaluation("_e", looping, "") == ["value = _e(variables)"]

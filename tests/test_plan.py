@@ -1,14 +1,18 @@
-"""The express lane gives exactly the general steps' decisions, only sooner.
+"""A tool's plan decides exactly as the plain reference evaluator does.
 
-Every check below decides each call twice, once with the lane and once through the general
-steps alone (``Gate.express = False``), and compares the two decisions field by field:
-route, class, rule, messages, trace, warnings, log. The calls: every shipped scenario and
-policy test, a configuration full of shadow modes and evaluation errors, and calls made up
-by hypothesis. Counting how far the lane took each call shows it was really used, for
-passes, denials and violations alike."""
+Each tool's steps 3–4 are compiled into one generated function (its plan); the tests below
+decide every call twice, once by the plan and once by ``reference_steps.ReferenceSteps``
+(the same checks written plainly, check by check), and compare the two decisions field by
+field: route, class, rule, messages, trace, warnings, log. The calls: every shipped
+scenario and policy test, a configuration full of shadow modes and evaluation errors, and
+calls made up by hypothesis. Counting how each call ended in the plan (allowed, a
+rejection foreseen when the plan was compiled, one made from the data) shows every kind
+was exercised."""
 
 from __future__ import annotations
 
+import linecache
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,11 +25,13 @@ from hypothesis import strategies as st
 
 from callgate_rules.harness.policytest import load_tests
 from callgate_rules.harness.scenarios import load_config_for, load_scenarios, run_scenarios
-from callgate_rules.pipeline import express
+from callgate_rules.pipeline import plan
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
+from callgate_rules.pipeline.outcome import Foreseen
 
 from .conftest import REPO
+from .reference_steps import ReferenceSteps
 from .test_steps import TINY_ACCESS, TINY_TOOLS, TINY_WORLD
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -40,59 +46,68 @@ def comparable(decision: Decision) -> dict[str, Any]:
     return fields
 
 
-class Lanes:
-    """Counts how far the lane took each call, by outcome."""
+class Outcomes:
+    """How each call ended in the plan; while ``reference`` is set, plans decide by the
+    reference evaluator instead."""
 
     def __init__(self) -> None:
         self.reached: Counter[str] = Counter()
+        self.reference = False
+
+
+def label(outcome: Any) -> str:
+    if type(outcome) is str:
+        return "allowed"
+    if isinstance(outcome, Foreseen):
+        return f"foreseen: {outcome.template.error_class}"
+    return f"rejected: {outcome.error_class}"
 
 
 @pytest.fixture
-def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Lanes]:
-    """Make every ``Gate._check`` decide with and without the lane and compare."""
-    lanes = Lanes()
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Outcomes]:
+    """Make every ``Gate._check`` decide by the plans and by the reference, and compare."""
+    outcomes = Outcomes()
+    original_init = plan.ToolPlan.__init__
     original_check = Gate._check
-    original_of = express.ExpressLane.of
 
-    def counted_lane(*args: Any) -> express.ExpressLane | None:
-        lane = original_of(*args)
-        if lane is None:
-            return None
-        run = lane.run
+    def with_reference(self: plan.ToolPlan, config: Any, *args: Any) -> None:
+        original_init(self, config, *args)
+        generated = self.decide
+        reference = ReferenceSteps(self, config.policies, config.routing.provenance)
 
-        def counted_run(*args: Any) -> Any:
-            reached, outcome = run(*args)
-            lanes.reached[f"rejected: {outcome.template.error_class}"
-                          if isinstance(outcome, express.Foreseen) else reached.name] += 1
-            return reached, outcome
+        def decide(*call: Any) -> Any:
+            if outcomes.reference:
+                return reference(*call)
+            outcome = generated(*call)
+            outcomes.reached[label(outcome)] += 1
+            return outcome
 
-        lane.run = counted_run
-        return lane
+        self.decide = decide
 
     def checked_both_ways(self: Gate, *args: Any, **kwargs: Any) -> Any:
-        self.express = False
+        outcomes.reference = True
         general, _ = original_check(self, *args, **kwargs)
-        self.express = True
+        outcomes.reference = False
         decision, progress = original_check(self, *args, **kwargs)
         assert comparable(decision) == comparable(general)
         return decision, progress
 
-    monkeypatch.setattr(express.ExpressLane, "of", counted_lane)
+    monkeypatch.setattr(plan.ToolPlan, "__init__", with_reference)
     monkeypatch.setattr(Gate, "_check", checked_both_ways)
-    yield lanes
+    yield outcomes
 
 
-def test_every_scenario_and_policy_test_decides_alike(both_ways: Lanes) -> None:
+def test_every_scenario_and_policy_test_decides_alike(both_ways: Outcomes) -> None:
     config = load_config_for(str(REPO / "contracts"), str(REPO / "policies"))
     cases = [*load_scenarios([REPO / "examples" / "scenarios"]),
              *load_tests([REPO / "policies" / "tests"])]
     results = run_scenarios(cases, config)
     assert [r.failures for r in results if r.failures] == []
-    lane = both_ways.reached
-    # The lane decided calls of every kind itself, and handed others over.
-    assert lane["EVERYTHING"] >= 10
-    assert lane["rejected: forbidden"] >= 1 and lane["rejected: invalid_argument"] >= 1
-    assert lane["NOTHING"] >= 1 and lane["LOOKING_UP"] >= 1
+    ended = both_ways.reached
+    # Calls of every kind: allowed, rejections foreseen, rejections made from the data.
+    assert ended["allowed"] >= 10
+    assert ended["foreseen: forbidden"] >= 1 and ended["foreseen: invalid_argument"] >= 1
+    assert ended["rejected: invalid_argument"] >= 1 and ended["rejected: ambiguous"] >= 1
 
 
 @pytest.fixture
@@ -103,21 +118,21 @@ def tiny(tmp_path: Path, ref: Any, compile_gate: Any) -> Gate:
     return gate
 
 
-@pytest.mark.parametrize(("call", "lane"), [
-    ({"name": "echo", "arguments": {"text": "hi"}}, "EVERYTHING"),
-    ({"name": "echo", "arguments": {"text": "blocked"}}, "rejected: forbidden"),  # a deny
-    ({"name": "echo", "arguments": {"text": 5}}, "NOTHING"),  # the schema says no
-    ({"name": "orphan", "arguments": {"text": "hi"}}, "rejected: forbidden"),  # by default
-    ({"name": "strict", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),  # rule error
-    ({"name": "strict", "arguments": {"ticketId": "T-9"}}, "LOOKING_UP"),  # no record
-    ({"name": "lenient-document", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),
-    ({"name": "lenient-rule", "arguments": {"ticketId": "T-1"}}, "AUTHORIZED"),
-    ({"name": "shadowed", "arguments": {"text": "hi"}}, "AUTHORIZED"),  # audit and warn
+@pytest.mark.parametrize(("call", "ended"), [
+    ({"name": "echo", "arguments": {"text": "hi"}}, "allowed"),
+    ({"name": "echo", "arguments": {"text": "blocked"}}, "foreseen: forbidden"),  # a deny
+    ({"name": "echo", "arguments": {"text": 5}}, "rejected: invalid_argument"),  # the schema
+    ({"name": "orphan", "arguments": {"text": "hi"}}, "foreseen: forbidden"),  # by default
+    ({"name": "strict", "arguments": {"ticketId": "T-1"}}, "rejected: conflict"),  # rule error
+    ({"name": "strict", "arguments": {"ticketId": "T-9"}}, "rejected: not_found"),  # no record
+    ({"name": "lenient-document", "arguments": {"ticketId": "T-1"}}, "allowed"),
+    ({"name": "lenient-rule", "arguments": {"ticketId": "T-1"}}, "allowed"),
+    ({"name": "shadowed", "arguments": {"text": "hi"}}, "allowed"),  # audit and warn
 ])
-def test_shadow_modes_and_errors_decide_alike(both_ways: Lanes, tiny: Gate,
-                                              call: dict[str, Any], lane: str) -> None:
+def test_shadow_modes_and_errors_decide_alike(both_ways: Outcomes, tiny: Gate,
+                                              call: dict[str, Any], ended: str) -> None:
     tiny.check(call, actor={"id": "U-1", "tenant": "acme"}, now=NOW)
-    assert both_ways.reached == {lane: 1}
+    assert both_ways.reached == {ended: 1}
 
 
 SHADOWED_ACCESS = """\
@@ -181,23 +196,24 @@ spec:
 """
 
 
-@pytest.mark.parametrize(("call", "lane"), [
-    ({"name": "guarded", "arguments": {"text": "hi"}}, "EVERYTHING"),
-    ({"name": "guarded", "arguments": {"text": "audit"}}, "REFERENCES"),  # shadow deny
-    ({"name": "guarded", "arguments": {"text": "warn"}}, "REFERENCES"),
-    ({"name": "guarded", "arguments": {"text": "ask"}}, "AUTHORIZED"),  # confirmation
-    ({"name": "guarded", "arguments": {"text": ""}}, "rejected: invalid_argument"),
-    ({"name": "conditional", "arguments": {"text": "skip"}}, None),  # a conditional look-up
-    ({"name": "listing", "arguments": {"tenant": "acme"}}, None),  # a listing look-up
-    ({"name": "trial", "arguments": {"text": "hi"}}, None),  # an allow on trial
+@pytest.mark.parametrize(("call", "ended"), [
+    ({"name": "guarded", "arguments": {"text": "hi"}}, "allowed"),
+    ({"name": "guarded", "arguments": {"text": "audit"}}, "allowed"),  # shadow deny
+    ({"name": "guarded", "arguments": {"text": "warn"}}, "allowed"),
+    ({"name": "guarded", "arguments": {"text": "ask"}}, "rejected: confirmation_required"),
+    ({"name": "guarded", "arguments": {"text": ""}}, "foreseen: invalid_argument"),
+    ({"name": "conditional", "arguments": {"text": "skip"}}, "allowed"),  # conditional
+    ({"name": "conditional", "arguments": {"text": "hi"}}, "allowed"),
+    ({"name": "listing", "arguments": {"tenant": "acme"}}, "allowed"),  # a listing look-up
+    ({"name": "trial", "arguments": {"text": "hi"}}, "allowed"),  # an allow on trial
 ])
 def test_shadowed_access_and_special_lookups_decide_alike(
-        both_ways: Lanes, tmp_path: Path, ref: Any, compile_gate: Any, call: dict[str, Any],
-        lane: str | None) -> None:
+        both_ways: Outcomes, tmp_path: Path, ref: Any, compile_gate: Any, call: dict[str, Any],
+        ended: str) -> None:
     ref.write(tmp_path / "config.yaml", SHADOWED_ACCESS)
     gate = compile_gate(tmp_path, world=TINY_WORLD)
     gate.check(call, actor={"id": "U-1", "tenant": "acme"}, now=NOW)
-    assert both_ways.reached == ({lane: 1} if lane else {})
+    assert both_ways.reached == {ended: 1}
 
 
 SESSION_REQUIRED = TINY_ACCESS.replace("spec:\n", """spec:
@@ -208,20 +224,20 @@ SESSION_REQUIRED = TINY_ACCESS.replace("spec:\n", """spec:
 """, 1)
 
 
-@pytest.mark.parametrize(("session", "lane"), [
-    (None, "NOTHING"),  # the schema asks for a field: an empty session is checked too
-    ({"authenticated": True}, "EVERYTHING"),
-    ({"authenticated": "yes"}, "NOTHING"),
+@pytest.mark.parametrize(("session", "ended"), [
+    (None, "rejected: forbidden"),  # the schema asks for a field: an empty one is checked
+    ({"authenticated": True}, "allowed"),
+    ({"authenticated": "yes"}, "rejected: forbidden"),
 ])
 def test_a_session_schema_that_refuses_an_empty_session_decides_alike(
-        both_ways: Lanes, tmp_path: Path, ref: Any, compile_gate: Any,
-        session: dict[str, Any] | None, lane: str) -> None:
+        both_ways: Outcomes, tmp_path: Path, ref: Any, compile_gate: Any,
+        session: dict[str, Any] | None, ended: str) -> None:
     ref.write(tmp_path / "tools.yaml", TINY_TOOLS)
     ref.write(tmp_path / "access.yaml", SESSION_REQUIRED)
     gate = compile_gate(tmp_path, world=TINY_WORLD)
     decision = gate.check({"name": "echo", "arguments": {"text": "hi"}},
                           actor={"id": "U-1", "tenant": "acme"}, now=NOW, session=session)
-    assert both_ways.reached == {lane: 1}
+    assert both_ways.reached == {ended: 1}
     assert decision.allowed == (session == {"authenticated": True})
 
 
@@ -239,7 +255,7 @@ actors = st.fixed_dictionaries(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ticket=tickets, person=people, due=dates, actor=actors,
        extra=st.sampled_from([{}, {"note": "call back"}, {"note": "x" * 600}, {"urgent": True}]))
-def test_made_up_follow_ups_decide_alike(both_ways: Lanes, gate: Gate, ticket: Any,
+def test_made_up_follow_ups_decide_alike(both_ways: Outcomes, gate: Gate, ticket: Any,
                                          person: Any, due: Any, actor: dict[str, Any],
                                          extra: dict[str, Any]) -> None:
     arguments = {k: v for k, v in (("ticketId", ticket), ("assigneeId", person),
@@ -266,8 +282,7 @@ class CountingResolver:
 ])
 def test_every_resolver_is_asked_once(gate: Gate, reference_world: dict[str, Any], dana: Any,
                                       ticket: str, person: str, asked: dict[str, int]) -> None:
-    """The general step resumes the look-ups where the lane stopped, with the records the
-    lane already has: a database behind a resolver is asked once per look-up."""
+    """A database behind a resolver is asked once per look-up, whatever the outcome."""
     resolvers = {name: CountingResolver(records) for name, records in reference_world.items()}
     counted = Gate(gate.config, resolvers=resolvers)
     decision = counted.check(
@@ -276,3 +291,24 @@ def test_every_resolver_is_asked_once(gate: Gate, reference_world: dict[str, Any
         actor=dana, now=NOW)
     assert {name: resolvers[name].asked for name in asked} == asked
     assert decision.error_class in (None, "not_found")
+
+
+def test_a_plan_shows_its_source_in_tracebacks(gate: Gate) -> None:
+    """The generated code is registered in ``linecache``: tracebacks, debuggers and
+    coverage show the plan's own lines."""
+    tool_plan = Gate(gate.config).plan("createFollowUp")  # made here, not by another test
+    assert "def decide(" in tool_plan.source
+    filename = tool_plan.decide.__code__.co_filename
+    assert filename.startswith("<callgate plan ") and filename.endswith("of createFollowUp>")
+    assert linecache.getline(filename, 1).startswith("def decide(")
+
+    def failing(field: str, value: Any) -> list[Any]:
+        raise RuntimeError("the database is down")
+
+    broken = Gate(gate.config, resolvers={"tickets": failing, "users": failing})
+    with pytest.raises(RuntimeError) as raised:
+        broken.check({"name": "createFollowUp", "arguments": {
+            "ticketId": "T-1001", "assigneeId": "U-7", "dueAt": "2026-12-15T09:00:00Z"}},
+            actor={"id": "U-7", "tenant": "acme", "role": "agent"}, now=NOW)
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "found = resolver('id', key)" in shown

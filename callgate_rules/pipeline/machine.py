@@ -1,0 +1,368 @@
+"""Steps 5 and 6 as a state machine: claim → send → (reconcile) for one operation, and
+the read of a read tool, both under one retry policy.
+
+Transport retries (the same operation sent again) are counted per call in ``Retries``;
+regenerations (the model proposes a new call) are counted per run in ``route.Run``, and the
+two never mix. Backoff is exponential with full jitter, never sooner than a destination's
+Retry-After, and never past the call's deadline. A write holds its claim's lease until it
+is decided; an unknown outcome is reconciled by operation ID, never blindly sent again.
+The clock, the sleep and the random source are injectable.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from callgate_rules.documents.model import Budgets, Contract, LimitPath, Routing
+from callgate_rules.errors import LeaseLost
+from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Failed, Finder, Sent, send
+from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
+from callgate_rules.store.base import (
+    ClaimOutcome,
+    NewOperation,
+    NewReviewItem,
+    ReceiptState,
+    ReceiptStore,
+)
+from callgate_rules.taxonomy import ErrorClass, Route
+
+Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
+Trace = Callable[[str, str, str], None]
+
+
+def backoff_delay(attempt: int, budgets: Budgets, rng: random.Random,
+                  retry_after: float | None = None) -> float:
+    """Full jitter: uniform in [0, min(max, base * multiplier ** attempt)], but never less
+    than a destination's Retry-After: coming back earlier than it asked only fails again.
+    Whether the wait still fits the call's deadline is the caller's decision."""
+    ceiling = min(budgets.backoff_max_seconds,
+                  budgets.backoff_base_seconds * budgets.backoff_multiplier ** attempt)
+    delay = rng.uniform(0.0, ceiling)
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return delay
+
+
+def limit_route(path: LimitPath) -> Route:
+    return {LimitPath.HAND_OVER: Route.REVIEW, LimitPath.REFUSE: Route.REFUSE,
+            LimitPath.PARTIAL_RESULT: Route.REFUSE}[path]
+
+
+@dataclass
+class Retries:
+    """One call's transport retries, reads and writes alike: the per-call budget, the call
+    deadline, and the backoff between attempts."""
+
+    budgets: Budgets
+    clock: Clock
+    sleep: Sleep
+    rng: random.Random
+    deadline: datetime = field(init=False)
+    count: int = 0
+    retry_after: float | None = None  # what the destination asked for, once
+
+    def __post_init__(self) -> None:
+        self.deadline = self.clock() + timedelta(seconds=self.budgets.call_deadline_seconds)
+
+    def spend(self, detail: str) -> str | None:
+        """Count one more retry, or say why none is left (the budget, the deadline)."""
+        budgets = self.budgets
+        if self.count >= budgets.retries_per_call:
+            return f"{self.count} transport retries (limit {budgets.retries_per_call}): {detail}"
+        if self.clock() >= self.deadline:
+            return f"the call deadline of {budgets.call_deadline_seconds:g}s passed: {detail}"
+        self.count += 1
+        return None
+
+    def wait(self, trace: Trace) -> str | None:
+        """Sleep the backoff before the next attempt, or say why it would pass the deadline."""
+        delay = backoff_delay(self.count - 1, self.budgets, self.rng, self.retry_after)
+        self.retry_after = None
+        if self.clock() + timedelta(seconds=delay) > self.deadline:
+            return (f"waiting {delay:.1f}s more would pass the call deadline of "
+                    f"{self.budgets.call_deadline_seconds:g}s")
+        trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.count})")
+        self.sleep(delay)
+        return None
+
+
+class State(StrEnum):
+    CLAIM = "claim"
+    SEND = "send"
+    RECONCILE = "reconcile"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a call ended inside steps 5–7."""
+
+    route: Route
+    error_class: ErrorClass | None
+    detail: str
+    result: Any = None
+    receipt_state: str | None = None
+    late_confirmation: bool = False
+    review_id: str | None = None
+    limit_path: str | None = None
+    retries: int = 0
+
+
+@dataclass
+class WriteMachine:
+    """Claim → send → (reconcile) for one operation, holding the lease until it is decided."""
+
+    contract: Contract
+    operation: NewOperation
+    executor: Executor
+    finder: Finder | None
+    store: ReceiptStore
+    routing: Routing
+    worker: str
+    clock: Clock
+    sleep: Sleep
+    rng: random.Random
+    actor: Mapping[str, Any]
+    variables: Mapping[str, Any]
+    records: Mapping[str, Any]
+    trace: Trace
+    retries: Retries = field(init=False)
+    after_wait: State = State.CLAIM
+    reconciled: bool = False
+
+    def __post_init__(self) -> None:
+        self.retries = Retries(self.routing.budgets, self.clock, self.sleep, self.rng)
+
+    def run(self, start: State = State.CLAIM) -> Ending:
+        handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
+            State.CLAIM: self.claim,
+            State.SEND: self.send,
+            State.RECONCILE: self.reconcile,
+            State.WAIT: self.wait,
+        }
+        state: State | Ending = start
+        while isinstance(state, State):
+            state = handlers[state]()
+        return state
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.routing.lease_seconds)
+
+    # -- states
+
+    def claim(self) -> State | Ending:
+        claim = self.store.claim(self.operation, worker=self.worker, lease=self.lease,
+                                 now=self.clock())
+        self.trace("execute", f"claim {self.operation.operation_id}", str(claim.outcome))
+        if claim.may_execute:
+            return State.SEND
+        if claim.outcome == ClaimOutcome.RECONCILE:
+            return State.RECONCILE
+        if claim.outcome == ClaimOutcome.BUSY:
+            # Another worker is executing this very operation: wait for its answer.
+            return self.after_failure(ErrorClass.TRANSIENT, "another worker holds the claim",
+                                      then=State.CLAIM)
+        receipt = claim.receipt
+        if receipt.state == ReceiptState.SUCCEEDED:
+            return Ending(Route.RETURN_RECEIPT, ErrorClass.DUPLICATE,
+                          "a receipt for this operation already exists", receipt.result,
+                          str(receipt.state))
+        if receipt.state == ReceiptState.AWAITING_CONFIRMATION:
+            return Ending(self.route_of(ErrorClass.CONFIRMATION_REQUIRED),
+                          ErrorClass.CONFIRMATION_REQUIRED,
+                          "the operation is waiting for a person's confirmation",
+                          receipt_state=str(receipt.state))
+        if receipt.state == ReceiptState.IN_REVIEW:
+            return Ending(Route.REVIEW, ErrorClass.DUPLICATE,
+                          "the operation is with a person for review",
+                          receipt_state=str(receipt.state))
+        error_class = ErrorClass(receipt.error_class or ErrorClass.PERMANENT)
+        return Ending(self.route_of(error_class), error_class,
+                      f"an earlier attempt of this operation failed: {receipt.detail}",
+                      receipt.result, str(receipt.state))
+
+    def send(self) -> State | Ending:
+        now = self.clock()
+        remaining = (self.retries.deadline - now).total_seconds()
+        if remaining <= 0:
+            return self.give_up(ReceiptState.FAILED, ErrorClass.TRANSIENT,
+                                "the call deadline passed before sending")
+        request = ExecutionRequest(self.contract.name, self.operation.arguments,
+                                   self.operation.operation_id,
+                                   now + timedelta(seconds=min(remaining,
+                                                               self.contract.timeout_seconds)),
+                                   self.actor, self.records)
+        outcome = send(self.executor, request, self.contract,
+                       min(remaining, self.contract.timeout_seconds))
+        if isinstance(outcome, Sent):
+            self.trace("execute", "send", "answered")
+            return self.verified(outcome.result, late=False)
+        self.trace("execute", "send", f"{outcome.error_class}: {outcome.detail}")
+        return self.failed(outcome)
+
+    def failed(self, outcome: Failed) -> State | Ending:
+        if outcome.error_class == ErrorClass.UNKNOWN_OUTCOME:
+            if self.route_of(ErrorClass.UNKNOWN_OUTCOME) == Route.RECONCILE:
+                return State.RECONCILE  # keep the lease: nobody else may touch it meanwhile
+            return self.to_review(ErrorClass.UNKNOWN_OUTCOME, outcome.detail)
+        if self.route_of(outcome.error_class) == Route.RETRY:
+            # Before sending: release the claim so the retry claims it afresh.
+            self.finish(ReceiptState.FAILED, error_class=outcome.error_class,
+                        detail=outcome.detail)
+            self.retries.retry_after = outcome.retry_after
+            return self.after_failure(outcome.error_class, outcome.detail, then=State.CLAIM)
+        self.finish(ReceiptState.FAILED, error_class=outcome.error_class, detail=outcome.detail)
+        return Ending(self.route_of(outcome.error_class), outcome.error_class, outcome.detail,
+                      retries=self.retries.count)
+
+    def reconcile(self) -> State | Ending:
+        self.reconciled = True
+        verdict = reconcile(self.contract, self.finder, self.operation.operation_id,
+                            self.variables)
+        self.trace("reconcile", self.operation.operation_id, type(verdict).__name__.lower())
+        if isinstance(verdict, Confirmed):
+            return self.verified(verdict.result, late=True)
+        if isinstance(verdict, Absent):
+            if verdict.resend_is_safe:
+                # The destination deduplicates by this ID: sending it again cannot write twice.
+                return self.after_failure(ErrorClass.UNKNOWN_OUTCOME,
+                                          "not found at the destination; resending under the "
+                                          "same operation ID", then=State.SEND)
+            return self.after_failure(ErrorClass.UNKNOWN_OUTCOME,
+                                      "not found at the destination yet", then=State.RECONCILE,
+                                      exhausted=lambda: self.to_review(
+                                          ErrorClass.RECONCILE_FAILED,
+                                          "the destination never showed the operation; it "
+                                          "cannot deduplicate, so it is not sent again"))
+        if isinstance(verdict, Mismatch):
+            return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
+        return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
+
+    def wait(self) -> State | Ending:
+        detail = self.retries.wait(self.trace)
+        if detail is None:
+            return self.after_wait
+        if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
+            return self.to_review(ErrorClass.RECONCILE_FAILED, detail)
+        return self.exhausted(detail)
+
+    # -- transitions shared by the states
+
+    def after_failure(self, error_class: ErrorClass, detail: str, *, then: State,
+                      exhausted: Callable[[], Ending] | None = None) -> State | Ending:
+        """Retry within the per-call budget and deadline, or take the limit path."""
+        why = self.retries.spend(detail)
+        if why is not None:
+            return exhausted() if exhausted else self.exhausted(why)
+        self.after_wait = then
+        return State.WAIT
+
+    def exhausted(self, detail: str) -> Ending:
+        """The per-call limit path. A claim still held is recorded first: an unknown outcome
+        stays unknown (and goes to a person), a failure before sending is a failure."""
+        receipt = self.store.get(self.operation.operation_id)
+        holding = receipt is not None and receipt.lease_owner == self.worker \
+            and receipt.state == ReceiptState.CLAIMED
+        if holding and self.reconciled:
+            return self.to_review(ErrorClass.BUDGET_EXHAUSTED, detail)
+        if holding:
+            self.finish(ReceiptState.FAILED, error_class=ErrorClass.TRANSIENT, detail=detail)
+        return limit_ending(self.routing, detail, self.retries.count,
+                            lambda: self.open_review(ErrorClass.BUDGET_EXHAUSTED, detail))
+
+    def verified(self, result: Any, *, late: bool) -> Ending:
+        verify = self.contract.verify
+        if verify is not None:
+            try:
+                ok = verify({**self.variables, "result": result}) is True
+            except Exception as error:  # noqa: BLE001 - a failing check is a failed check
+                ok, why = False, f"verify failed to evaluate: {error}"
+            else:
+                why = "the destination's answer does not pass the contract's verify rule"
+            if not ok:
+                self.trace("execute", "verify", "fail")
+                return self.to_review(ErrorClass.RECONCILE_FAILED, why, result=result)
+        self.finish(ReceiptState.SUCCEEDED, result=result)
+        self.trace("execute", "verify", "pass" + (" (late confirmation)" if late else ""))
+        return Ending(Route.RETURN_RESULT, None, "late confirmation" if late else "executed",
+                      result, str(ReceiptState.SUCCEEDED), late_confirmation=late,
+                      retries=self.retries.count)
+
+    def to_review(self, error_class: ErrorClass, detail: str, result: Any = None) -> Ending:
+        self.finish(ReceiptState.OUTCOME_UNKNOWN, error_class=error_class, detail=detail,
+                    result=result)
+        review_id = self.open_review(error_class, detail)
+        return Ending(Route.REVIEW, error_class, detail, result, str(ReceiptState.IN_REVIEW),
+                      review_id=review_id, retries=self.retries.count)
+
+    def give_up(self, state: ReceiptState, error_class: ErrorClass, detail: str) -> Ending:
+        self.finish(state, error_class=error_class, detail=detail)
+        return self.exhausted(detail)
+
+    def open_review(self, error_class: ErrorClass, detail: str) -> str:
+        item = self.store.open_review(NewReviewItem(
+            tool=self.contract.name, reason=str(error_class),
+            summary=f"{self.contract.name} {self.operation.operation_id}: {detail}",
+            operation_id=self.operation.operation_id,
+            payload={"arguments": dict(self.operation.arguments), "actor": dict(self.actor)},
+        ), now=self.clock())
+        self.trace("route", "review", f"queued as {item.review_id}")
+        return item.review_id
+
+    def finish(self, state: ReceiptState, **fields: Any) -> None:
+        try:
+            self.store.finish(self.operation.operation_id, worker=self.worker, state=state,
+                              now=self.clock(), **fields)
+        except LeaseLost:
+            # Our lease expired mid-call; whoever holds it now reconciles. Never overwrite.
+            self.trace("execute", "finish", "lease lost; another worker reconciles")
+
+    def route_of(self, error_class: ErrorClass) -> Route:
+        return self.routing.route_for(error_class)
+
+
+def limit_ending(routing: Routing, detail: str, retries: int,
+                 open_review: Callable[[], str]) -> Ending:
+    """The per-call limit path: a partial result, a refusal, or a hand-over to a person."""
+    path = routing.on_limit
+    route = limit_route(path)
+    review_id = open_review() if route == Route.REVIEW else None
+    return Ending(route, ErrorClass.BUDGET_EXHAUSTED, detail, limit_path=str(path),
+                  review_id=review_id, retries=retries)
+
+
+_RETRIED_READS = (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME)
+
+
+def read(contract: Contract, executor: Executor, arguments: Mapping[str, Any],
+         actor: Mapping[str, Any], records: Mapping[str, Any], routing: Routing,
+         store: ReceiptStore, retries: Retries, trace: Trace) -> Ending:
+    """A read tool's call. A read changes nothing, so a failure before sending and an
+    unknown outcome alike are retried, within the same budget and deadline as a write's
+    transport retries; at the limit, a hand-over has no receipt."""
+    while True:
+        now = retries.clock()
+        request = ExecutionRequest(contract.name, arguments, "",
+                                   now + timedelta(seconds=contract.timeout_seconds), actor,
+                                   records)
+        outcome = send(executor, request, contract, contract.timeout_seconds)
+        if not isinstance(outcome, Failed):
+            return Ending(Route.RETURN_RESULT, None, "read", outcome.result,
+                          retries=retries.count)
+        if outcome.error_class not in _RETRIED_READS:
+            return Ending(routing.route_for(outcome.error_class), outcome.error_class,
+                          outcome.detail, retries=retries.count)
+        retries.retry_after = outcome.retry_after
+        why = retries.spend(outcome.detail) or retries.wait(trace)
+        if why is not None:
+            item = NewReviewItem(tool=contract.name, reason=str(ErrorClass.BUDGET_EXHAUSTED),
+                                 summary=f"{contract.name}: {why}")
+            return limit_ending(routing, why, retries.count, lambda item=item: store.open_review(
+                item, now=retries.clock()).review_id)

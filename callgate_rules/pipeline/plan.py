@@ -1,0 +1,420 @@
+"""Steps 3 and 4 of one tool, compiled once into one Python function: the tool's plan.
+
+Everything about a tool that is known when it is compiled decides the shape of its plan:
+the argument schema's compiled check, the actor and session schemas, each look-up (its
+key, its ``when``, whether it lists), the access rules in order with their modes and
+``on_error``, the business rules likewise, whether anything reads ``provenance``. The
+plan is that knowledge written out as straight-line code (``ToolPlan.source`` shows it),
+with the code of each compiled CEL expression inlined where the compiler allows it, so a
+rule costs no call of its own.
+
+What only the data can decide (no record or several, an evaluation error, a value that
+is not a bool, a rule in shadow, a false rule, a deny) calls the step's own functions in
+``validate`` and ``authorize``, which make the rejection, the trace entry or the shadow
+verdict. Rejections are returned, never raised. The commonest (an enforced deny that
+holds, no allow rule, an enforced rule that is false) are ``Foreseen``: made once, here,
+with every field but their messages.
+
+The plan is *the* implementation of steps 3–4. ``tests/reference_steps.py`` holds it to a
+plain, slow evaluator written check by check, on every scenario, policy test and
+hypothesis-made call.
+
+    decide(arguments, actor, session, now, resolvers, conversation, variables, trace,
+           shadow) -> the deciding allow rule's name (str), or the rejection
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from callgate_rules.cel.compiler import FAILURES
+from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.expression import CompiledExpression
+from callgate_rules.documents.model import (
+    AccessPolicies,
+    AccessRule,
+    Contract,
+    GateConfig,
+    Lookup,
+    Mode,
+    Rule,
+)
+from callgate_rules.integrations import provenance
+from callgate_rules.pipeline import authorize, validate
+from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
+from callgate_rules.pipeline.outcome import Foreseen, Rejection
+from callgate_rules.pipeline.route import Foretold, Router
+from callgate_rules.taxonomy import ErrorClass
+
+Decide = Callable[[Any, Mapping[str, Any], dict[str, Any], datetime, Mapping[str, Any], Any,
+                   dict[str, Any], list[RawTraceEntry], list[ShadowVerdict]],
+                  "str | Rejection | Foreseen"]
+
+
+class ToolPlan:
+    """What deciding about one tool needs that is the same for every call: made on the
+    tool's first call, so that no decision works it out again."""
+
+    __slots__ = ("contract", "rules", "may_see", "example", "versions", "parsed", "passed",
+                 "reads_provenance", "source", "decide", "foretold")
+
+    def __init__(self, config: GateConfig, contract: Contract, tools: str) -> None:
+        self.contract = contract
+        self.rules = authorize.ToolRules.of(config.policies, contract.name)
+        self.may_see = authorize.may_see(config.policies, contract, self.rules)
+        self.example = validate.example_call(contract)  # the hint of a rejected call
+        self.versions = config.versions_for(contract.name)  # each decision gets a copy
+        self.parsed: RawTraceEntry = ("parse", contract.name, "pass",
+                                      f"contract v{contract.version}")
+        self.passed = f"All checks passed for {contract.name}."  # the agent message
+        # Working out every argument's origin costs as much as a rule: skipped when nothing
+        # about this tool reads it and no conversation asks for it.
+        self.reads_provenance = "provenance" in variables_read(contract, self.rules)
+        writer = _Writer()
+        self.source = writer.plan(contract, config.policies, self.rules, self.may_see,
+                                  self.reads_provenance, self.example,
+                                  config.routing.provenance)
+        self.decide: Decide = writer.compiled(self.source, contract.name)
+        # how each rejection the plan may return is routed and worded, before any call
+        self.foretold = {foreseen: Foretold(foreseen, config.routing, contract, tools)
+                         for foreseen in writer.foreseen}
+
+
+class Plans:
+    """The plans of one configuration: a ``ToolPlan`` per tool (made on its first call),
+    the router of step 7, and what a call of no known tool is decided with."""
+
+    __slots__ = ("config", "tool_list", "tools", "no_tool_versions", "router")
+
+    def __init__(self, config: GateConfig) -> None:
+        self.config = config
+        self.tool_list = ", ".join(sorted(config.contracts))
+        self.tools: dict[str, ToolPlan] = {}  # by tool name, made by ``tool``
+        self.no_tool_versions = config.versions_for(None)  # each decision gets a copy
+        self.router = Router(config, self.tool_list, self.versions_of)
+
+    def tool(self, contract: Contract) -> ToolPlan:
+        plan = self.tools.get(contract.name)
+        if plan is None:
+            plan = self.tools[contract.name] = ToolPlan(self.config, contract, self.tool_list)
+        return plan
+
+    def versions_of(self, contract: Contract | None) -> Mapping[str, str]:
+        return self.tool(contract).versions if contract else self.no_tool_versions
+
+
+def variables_read(contract: Contract, rules: authorize.ToolRules) -> set[str]:
+    """Every variable an expression or message template about ``contract`` reads."""
+    names: set[str] = set()
+    expressions = [*(r.when for r in rules.rules), *(r.expression for r in contract.rules),
+                   *(lookup.key for lookup in contract.lookups),
+                   *(lookup.when for lookup in contract.lookups if lookup.when is not None),
+                   contract.verify, contract.reconcile_match]
+    for expression in expressions:
+        if expression is not None:
+            names.update(expression.variables)
+    templates = [*(r.message for r in rules.rules), *(r.message for r in contract.rules),
+                 *(r.user_message for r in contract.rules),
+                 *(lookup.message for lookup in contract.lookups),
+                 contract.verify_message, contract.confirmation.summary]
+    for template in templates:
+        if template is not None:
+            names.update(path[0] for path in template.fields if path)
+    return names
+
+
+# What the generated code calls when the data, not the tool, decides ----------------------
+
+
+def failure_of(expression: CompiledExpression, variables: Mapping[str, Any],
+               caught: BaseException) -> CelEvaluationError:
+    """The ``CelEvaluationError`` an expression's function reports for the failure its
+    inlined code raised (``caught``): the function is the one wording of CEL errors."""
+    if isinstance(caught, CelEvaluationError):
+        return caught
+    try:
+        expression.evaluate(variables)
+    except CelEvaluationError as error:
+        return error
+    return CelEvaluationError(str(caught) or type(caught).__name__)
+
+
+def traced_sources(arguments: Any, conversation: provenance.Conversation, contract: Contract,
+                   variables: Mapping[str, Any], thresholds: provenance.Thresholds,
+                   trace: list[RawTraceEntry]) -> Any:
+    """Where each argument value came from, with a trace entry per value."""
+    sources = provenance.trace_sources(arguments, conversation,
+                                       looked_up(contract, variables), thresholds)
+    for path, found in provenance.flatten(sources):
+        trace.append(("validate", f"provenance {path}", ", ".join(found) or "nowhere"))
+    return sources
+
+
+def looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The records looked up for this call, flattened: evidence of where a value came from."""
+    records: list[Mapping[str, Any]] = []
+    for lookup in contract.lookups:
+        value = variables.get(lookup.name)
+        if isinstance(value, Mapping):
+            records.append(value)
+        elif isinstance(value, list):
+            records.extend(v for v in value if isinstance(v, Mapping))
+    return records
+
+
+# Writing the plan --------------------------------------------------------------------------
+
+
+# A return inside a loop cannot become a break: the break would leave only that loop.
+_LOOPS = ("for ", "while ", "async ")
+_PLANS = itertools.count(1)  # numbers each plan's file name, for tracebacks and coverage
+
+
+class _Writer:
+    """Writes a plan's source; every value it needs is bound in ``namespace`` by name."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {
+            "_FAILURES": FAILURES, "_failure_of": failure_of, "_validate": validate,
+            "_authorize": authorize, "_traced_sources": traced_sources,
+            "_unknown_sources": provenance.unknown_sources,
+        }
+        self.foreseen: list[Foreseen] = []
+        self.lines: list[str] = []
+
+    def bind(self, name: str, value: Any) -> str:
+        self.namespace[name] = value
+        return name
+
+    def rejection(self, name: str, foreseen: Foreseen) -> str:
+        self.foreseen.append(foreseen)
+        return self.bind(name, foreseen)
+
+    def compiled(self, source: str, tool: str) -> Decide:
+        filename = f"<callgate plan {next(_PLANS)} of {tool}>"
+        # Registered so that tracebacks, debuggers and coverage show the plan's lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), self.namespace)
+        decide: Decide = self.namespace["decide"]
+        return decide
+
+    def evaluation(self, name: str, expression: CompiledExpression, pad: str,
+                   target: str = "value") -> list[str]:
+        """Lines that set ``target`` to what ``expression`` evaluates to, or raise one of
+        ``_FAILURES``: its compiled code inlined where it allows that, else a call of its
+        function, bound as ``name``."""
+        inline = expression.inline
+        if inline is None or any(line.lstrip().startswith(_LOOPS) for line in inline.body) \
+                or any(self.namespace.get(key, value) is not value
+                       for key, value in inline.namespace.items()):
+            return [f"{pad}{target} = {self.bind(name, expression.evaluate)}(variables)"]
+        self.namespace.update(inline.namespace)
+        body = inline.body
+        if len(body) == 1 and body[0].startswith("return "):
+            return [f"{pad}{target} = {body[0].removeprefix('return ')}"]
+        lines = [f"{pad}while True:  # the expression's code: each return becomes a break"]
+        for line in body:
+            code = line.lstrip()
+            indent = pad + "    " + line[:len(line) - len(code)]
+            if code.startswith("return "):
+                lines += [f"{indent}{target} = {code.removeprefix('return ')}", f"{indent}break"]
+            else:
+                lines.append(f"{indent}{code}")
+        # never reached by the code the compiler writes; the function would return None
+        return [*lines, f"{pad}    {target} = None", f"{pad}    break"]
+
+    def guarded(self, name: str, expression: CompiledExpression, pad: str,
+                target: str = "value") -> list[str]:
+        """``evaluation``, with a failure caught as the error the expression reports."""
+        return [f"{pad}try:", *self.evaluation(name, expression, pad + "    ", target),
+                f"{pad}except _FAILURES as caught:",
+                f"{pad}    {target} = _failure_of({name}_expression, variables, caught)"]
+
+    def plan(self, contract: Contract, policies: AccessPolicies, rules: authorize.ToolRules,
+             may_see: validate.MaySee, reads_provenance: bool, example: str,
+             thresholds: provenance.Thresholds) -> str:
+        self.bind("_contract", contract)
+        self.bind("_example", example)
+        self.bind("_may_see", may_see)
+        self.bind("_thresholds", thresholds)
+        self.lines = ["def decide(arguments, actor, session, now, resolvers, conversation, "
+                      "variables, trace, shadow):",
+                      "    append = trace.append"]
+        self.schemas(contract, policies)
+        for index, lookup in enumerate(contract.lookups):
+            self.lookup(index, lookup)
+        self.origins(reads_provenance)
+        self.access(contract, rules)
+        self.business_rules(contract)
+        return "\n".join(self.lines) + "\n"
+
+    def schemas(self, contract: Contract, policies: AccessPolicies) -> None:
+        """3 VALIDATE the arguments; then the host's actor and session facts (4)."""
+        bind = self.bind
+        self.lines += [
+            f"    if not {bind('_arguments_valid', contract.arguments_valid)}(arguments):",
+            "        rejection = _validate.schema_rejection(_contract, arguments, trace)",
+            "        if rejection is not None:",
+            "            return rejection",
+            f"    append({bind('_SCHEMA_PASSED', validate.SCHEMA_PASSED)})"]
+        for name, validator, valid in (
+                ("actor", policies.actor_validator, policies.actor_valid),
+                ("session", policies.session_validator, policies.session_valid)):
+            if validator is None:
+                continue  # nothing declared to check
+            bind(f"_{name}_validator", validator)
+            check = f"not {bind(f'_{name}_valid', valid)}({name})" if valid else "True"
+            if name == "session" and valid is not None and valid({}):
+                # Most hosts pass no session: an empty one is not checked on every call.
+                check = f"session and {check}"
+            self.lines += [
+                f"    if {check}:",
+                f"        rejection = _authorize.host_fact_rejection(_{name}_validator, "
+                f"{name}, {name!r}, {name + '-schema'!r})",
+                "        if rejection is not None:",
+                "            return rejection"]
+        self.lines += ["    variables['args'] = arguments", "    variables['actor'] = actor",
+                       "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",
+                       "    variables['session'] = session"]
+
+    def lookup(self, index: int, lookup: Lookup) -> None:
+        """3 VALIDATE a reference: exactly one record the actor may see, or a list."""
+        bind = self.bind
+        name = bind(f"_lookup{index}", lookup)
+        pad = "    "
+        self.lines.append(f"    # look-up {lookup.name}: {lookup.collection}")
+        if lookup.when is not None:
+            bind(f"_when{index}_expression", lookup.when)
+            self.lines += [*self.guarded(f"_when{index}", lookup.when, pad),
+                           "    if value is not True:",
+                           f"        variables[{lookup.name!r}] = None",
+                           f"        append({bind(f'_SKIPPED{index}', validate.skipped(lookup))})",
+                           "    else:"]
+            pad = "        "
+        bind(f"_key{index}_expression", lookup.key)
+        fields = lookup.fields
+        lines = [f"{pad}try:", *self.evaluation(f"_key{index}", lookup.key, pad + "    ", "key"),
+                 f"{pad}except _FAILURES as caught:",
+                 f"{pad}    return _validate.key_rejection(_contract, {name}, "
+                 f"_failure_of(_key{index}_expression, variables, caught), _example)",
+                 f"{pad}resolver = resolvers.get({lookup.collection!r})",
+                 f"{pad}if resolver is None:",
+                 f"{pad}    raise _validate.no_resolver(_contract, {name})"]
+        if len(fields) == 1:  # as validate.resolve does it
+            lines += [f"{pad}found = resolver({fields[0]!r}, key)",
+                      f"{pad}if type(found) is not tuple and type(found) is not list:",
+                      f"{pad}    found = list(found)"]
+        else:
+            lines.append(f"{pad}found = _validate.resolve(resolver, {fields!r}, key)")
+        if lookup.many == "list":
+            lines += [f"{pad}found = _validate.candidates({name}, found, variables, _may_see)",
+                      f"{pad}variables[{lookup.name!r}] = found",
+                      f"{pad}append(_validate.listed_entry({name}, found))"]
+        else:
+            found = f"('validate', {lookup.trace_subject!r}, 'found', " \
+                    f"{lookup.collection + ' '!r} + format(record{index}.get('id', '')))"
+            lines += [f"{pad}if len(found) != 1:",
+                      f"{pad}    found = _validate.candidates({name}, found, variables, "
+                      "_may_see)",
+                      f"{pad}    if len(found) != 1:",
+                      f"{pad}        return _validate.unmatched(_contract, {name}, key, found, "
+                      "variables, trace)",
+                      f"{pad}record{index} = variables[{lookup.name!r}] = found[0]",
+                      f"{pad}append({found})"]
+        self.lines += lines
+
+    def origins(self, reads_provenance: bool) -> None:
+        """Where each argument value came from, when the host passed the conversation."""
+        self.lines += ["    if conversation is not None:",
+                       "        variables['provenance'] = _traced_sources(arguments, "
+                       "conversation, _contract, variables, _thresholds, trace)"]
+        if reads_provenance:  # no conversation: every value's origin is unknown
+            self.lines += ["    else:",
+                           "        variables['provenance'] = _unknown_sources(arguments)"]
+
+    def access(self, contract: Contract, rules: authorize.ToolRules) -> None:
+        """4 AUTHORIZE: a deny that matches beats any allow; default deny."""
+        bind, rejection = self.bind, self.rejection
+        for index, rule in enumerate(rules.denies):
+            denied = rejection(f"_DENIED{index}", _denial_foreseen(contract, rule, (rule,)))
+            self.lines += [f"    # deny rule {rule.qualified_name} ({rule.mode})",
+                           *self.verdict(f"_deny{index}", rule, "    ", f"return {denied}")]
+        self.lines.append("    permit = None")
+        for index, rule in enumerate(rules.allows):
+            pad = "    " if index == 0 else "        "
+            if index:
+                self.lines.append("    if permit is None:")
+            self.lines += [f"{pad}# allow rule {rule.qualified_name} ({rule.mode})",
+                           *self.verdict(f"_allow{index}", rule, pad,
+                                         f"permit = {rule.qualified_name!r}")]
+        default = rejection("_DEFAULT_DENIED", _denial_foreseen(contract, None, rules.allows))
+        self.lines += ["    if permit is None:",
+                       f"        append({bind('_DEFAULT_DENY', authorize.DEFAULT_DENY)})",
+                       f"        return {default}"]
+
+    def verdict(self, prefix: str, rule: AccessRule, pad: str, matched: str) -> list[str]:
+        """Lines that evaluate ``rule`` and run ``matched`` when it matches: a plain
+        verdict of an enforced rule here, the rest as its step says (``access_verdict``)."""
+        bind = self.bind
+        name = bind(f"{prefix}_rule", rule)
+        bind(f"{prefix}_expression", rule.when)
+        lines = [*self.guarded(prefix, rule.when, pad),
+                 f"{pad}if value is False:",
+                 f"{pad}    append({bind(f'{prefix}_UNMATCHED', rule.unmatched)})"]
+        if rule.mode == Mode.ENFORCE:
+            lines += [f"{pad}elif value is True:",
+                      f"{pad}    append({bind(f'{prefix}_MATCHED', rule.matched)})",
+                      f"{pad}    {matched}"]
+        return [*lines, f"{pad}elif _authorize.access_verdict({name}, value, trace, shadow):",
+                f"{pad}    {matched}"]
+
+    def business_rules(self, contract: Contract) -> None:
+        """3 VALIDATE the business rules, in declared order, after the actor may see the
+        records they read; a rule asking for confirmation lets the later rules speak."""
+        bind, rejection = self.bind, self.rejection
+        asks = any(rule.error_class == ErrorClass.CONFIRMATION_REQUIRED for rule in
+                   contract.rules)
+        if asks:
+            self.lines.append("    confirm = None")
+        for index, rule in enumerate(contract.rules):
+            prefix = f"_rule{index}"
+            name = bind(f"{prefix}_rule", rule)
+            bind(f"{prefix}_expression", rule.expression)
+            confirms = rule.error_class == ErrorClass.CONFIRMATION_REQUIRED
+            self.lines += [f"    # rule {rule.name} ({rule.mode}, {rule.error_class})",
+                           *self.guarded(prefix, rule.expression, "    "),
+                           "    if value is True:",
+                           f"        append({bind(f'{prefix}_PASSED', rule.passed)})"]
+            if rule.mode == Mode.ENFORCE and not confirms:
+                foreseen = rejection(f"_RULE{index}", _violation_foreseen(
+                    contract, rule, validate.example_call(contract)))
+                self.lines += ["    elif value is False:",
+                               f"        append({bind(f'{prefix}_FAILED', rule.failed)})",
+                               f"        return {foreseen}"]
+            # a rule asking for confirmation lets the later rules speak; the first one counts
+            keep = ["            if confirm is None:", "                confirm = rejection"] \
+                if confirms else ["            return rejection"]
+            self.lines += ["    else:",
+                           f"        rejection = _validate.rule_outcome(_contract, {name}, "
+                           "value, variables, trace, shadow, _example)",
+                           "        if rejection is not None:", *keep]
+        if asks:
+            self.lines += ["    if confirm is not None:", "        return confirm"]
+        self.lines.append("    return permit")
+
+
+def _denial_foreseen(contract: Contract, rule: AccessRule | None,
+                     deciding: tuple[AccessRule, ...]) -> Foreseen:
+    read = authorize.records_read(contract, deciding)
+    return Foreseen(lambda variables: authorize.denial(contract, rule, deciding, variables,
+                                                       read),
+                    authorize.denial_reads(contract, read))
+
+
+def _violation_foreseen(contract: Contract, rule: Rule, example: str) -> Foreseen:
+    return Foreseen(lambda variables: validate.violation(contract, rule, variables, None,
+                                                         example),
+                    validate.violation_reads(contract, rule))
