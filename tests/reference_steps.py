@@ -12,6 +12,7 @@ evaluators to one corpus of cases.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -67,6 +68,16 @@ class ReferenceSteps:
     def references(self, resolvers: Mapping[str, Any], variables: dict[str, Any],
                    trace: list[RawTraceEntry]) -> Rejection | None:
         contract = self.plan.contract
+        started = time.perf_counter()
+        rejection = self.each_reference(resolvers, variables, trace)
+        elapsed = time.perf_counter() - started
+        if rejection is None and contract.lookups and elapsed > contract.timeout_seconds:
+            return validate.too_slow(contract, elapsed)
+        return rejection
+
+    def each_reference(self, resolvers: Mapping[str, Any], variables: dict[str, Any],
+                       trace: list[RawTraceEntry]) -> Rejection | None:
+        contract = self.plan.contract
         for lookup in contract.lookups:
             if lookup.when is not None and not _holds(lookup.when, variables):
                 variables[lookup.name] = None
@@ -79,8 +90,11 @@ class ReferenceSteps:
             resolver = resolvers.get(lookup.collection)
             if resolver is None:
                 raise validate.no_resolver(contract, lookup)
-            found = validate.candidates(lookup, validate.resolve(resolver, lookup.fields, key),
-                                        variables, self.plan.may_see)
+            try:
+                found = validate.records_of(validate.resolve(resolver, lookup.fields, key))
+            except Exception as error:
+                return validate.resolver_failed(contract, lookup, error)
+            found = validate.candidates(lookup, found, variables, self.plan.may_see)
             if lookup.many == "list":
                 variables[lookup.name] = found
                 trace.append(validate.listed_entry(lookup, found))

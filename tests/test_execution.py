@@ -304,8 +304,11 @@ def test_confirmation_runs_once_and_records_who(reference_world: dict[str, Any],
     assert done.route == Route.RETURN_RESULT
     receipt = gate.store.get(decision.operation_id)
     assert receipt.confirmed_by == "dana" and receipt.confirmed_at == clock.now
+    # The same token again: the model hears it ran, with the earlier result; no new write.
     replay = gate.confirm(decision.confirmation_token, actor=dana, confirmed_by="dana")
-    assert (replay.route, replay.error_class) == (Route.REFUSE, ErrorClass.FORBIDDEN)
+    assert (replay.route, replay.error_class) == (Route.RETURN_RECEIPT, ErrorClass.DUPLICATE)
+    assert "already confirmed and done" in replay.agent_message
+    assert replay.result == done.result and "nothing was executed" not in replay.agent_message
     assert simulator.write_count() == 1
 
 

@@ -41,11 +41,14 @@ def issue(secret: bytes, operation_id: str, actor: Mapping[str, Any], args_hash:
 def read(token: str) -> TokenClaims:
     """The claims of a token, unverified (to find its receipt); ``ConfirmationError`` if the
     token is not even well-formed."""
+    if not isinstance(token, str):
+        raise ConfirmationError(f"the confirmation token is not text but a "
+                                f"{type(token).__name__}")
     try:
         payload, _ = token.split(".", 1)
         data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         return TokenClaims(str(data["op"]), datetime.fromtimestamp(int(data["exp"]), tz=UTC))
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, OverflowError) as error:
         raise ConfirmationError(f"the confirmation token is malformed ({error})") from None
 
 
@@ -54,7 +57,8 @@ def verify(secret: bytes, token: str, actor: Mapping[str, Any], args_hash: str,
     claims = read(token)
     payload, signature = token.split(".", 1)
     expected = _sign(secret, payload, actor, args_hash)
-    if not hmac.compare_digest(signature, expected):
+    # bytes, so that a signature with any character in it compares instead of raising
+    if not hmac.compare_digest(signature.encode("utf-8", "surrogatepass"), expected.encode()):
         raise ConfirmationError("the confirmation token does not match this operation, actor "
                                 "and arguments")
     if now >= claims.expires_at:

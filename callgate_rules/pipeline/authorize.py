@@ -29,8 +29,8 @@ from callgate_rules.documents.model import (
 )
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
-from callgate_rules.pipeline.validate import NOT_FOUND_USER_MESSAGE, MaySee, unavailable_message
-from callgate_rules.taxonomy import ErrorClass
+from callgate_rules.pipeline.validate import MaySee, unavailable_message
+from callgate_rules.taxonomy import NOT_FOUND_USER_MESSAGE, ErrorClass
 
 # Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
 # this.

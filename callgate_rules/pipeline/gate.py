@@ -26,7 +26,7 @@ from typing import Any
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Contract, GateConfig
-from callgate_rules.errors import ConfirmationError
+from callgate_rules.errors import ConfirmationError, StoreError
 from callgate_rules.integrations import confirmation, decision_log
 from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.integrations.provenance import read_conversation
@@ -34,17 +34,26 @@ from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.canonical import arguments_hash, operation_id
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
 from callgate_rules.pipeline.execute import Executor, Finder
-from callgate_rules.pipeline.machine import Ending, Retries, Sleep, State, WriteMachine, read
+from callgate_rules.pipeline.machine import (
+    Retries,
+    Sleep,
+    State,
+    WriteMachine,
+    read,
+    store_failed,
+)
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.record import draft
-from callgate_rules.pipeline.route import Progress, Run, goes_on
+from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.store import open_store
 from callgate_rules.store.base import NewOperation, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import ErrorClass
 
 Clock = Callable[[], datetime]
+# What a person is told when the receipt store cannot be reached; the log keeps why.
+STORE_DOWN = "the receipt store is unavailable right now; nothing was executed, try again shortly"
 
 
 def utc_now() -> datetime:
@@ -185,25 +194,33 @@ class Gate:
         router = self.plans.router
         try:
             claims = confirmation.read(token)
-        except ConfirmationError as error:
-            return self._record(router.refused_confirmation(str(error)))
-        receipt = self.store.get(claims.operation_id)
-        if receipt is None:
-            return self._record(router.refused_confirmation(
-                "no operation is waiting for this confirmation"))
-        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        decision, progress = self._check(call, actor, now, receipt.request_id, session)
-        if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:
-            return self._record(decision)  # rights or rules changed since the draft
-        try:
+            receipt = self.store.get(claims.operation_id)
+            if receipt is None:
+                raise ConfirmationError("no operation is waiting for this confirmation")
+            # the token first: whoever holds another actor's token learns nothing more
             confirmation.verify(self.secret, token, actor, receipt.args_hash, now)
         except ConfirmationError as error:
-            return self._record(router.refused_confirmation(str(error), decision))
+            return self._record(router.refused_confirmation(str(error)))
+        except StoreError as error:
+            return self._record(router.refused_confirmation(STORE_DOWN, detail=str(error)))
+        if receipt.state == ReceiptState.SUCCEEDED:
+            return self._record(router.already_confirmed(receipt))
+        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
+        decision, progress = self._check(call, actor, now, receipt.request_id, session)
+        if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:  # rights or rules changed
+            return self._record(router.refused_confirmation(
+                f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
+                decision))
         machine = self._machine(progress, actor, receipt.request_id)
-        claim = self.store.claim_confirmed(
-            receipt.operation_id, confirmed_by=confirmed_by, worker=self.worker,
-            lease=machine.lease, now=now)
+        try:
+            claim = self.store.claim_confirmed(
+                receipt.operation_id, confirmed_by=confirmed_by, worker=self.worker,
+                lease=machine.lease, now=now)
+        except StoreError as error:
+            return self._record(router.refused_confirmation(STORE_DOWN, decision, str(error)))
         if not claim.may_execute:
+            if claim.receipt.state == ReceiptState.SUCCEEDED:  # another confirmation won
+                return self._record(router.already_confirmed(claim.receipt))
             return self._record(router.refused_confirmation(
                 f"this confirmation was already used (the operation is {claim.receipt.state})",
                 decision))
@@ -217,16 +234,23 @@ class Gate:
         when it needs one."""
         contract = progress.contract
         assert contract is not None and progress.call is not None
-        router = self.plans.router
-        if not contract.is_write:
-            ending = read(contract, self._executor(contract), progress.call.arguments, actor,
-                          records(contract, progress.variables), self.config.routing,
-                          self.store, self._retries(), _tracer(progress.trace))
-            return router.ended(decision, progress, ending, None)
-        machine = self._machine(progress, actor, request_id)
-        if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
-            return self._hold(decision, progress, machine)
-        return router.ended(decision, progress, machine.run(), machine.operation.operation_id)
+        router, operation = self.plans.router, None
+        try:
+            if not contract.is_write:
+                ending = read(contract, self._executor(contract), progress.call.arguments,
+                              actor, records(contract, progress.variables),
+                              self.config.routing, self.store, self._retries(),
+                              _tracer(progress.trace))
+                return router.ended(decision, progress, ending, None)
+            machine = self._machine(progress, actor, request_id)
+            operation = machine.operation.operation_id
+            if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+                return self._hold(decision, progress, machine)
+            ending = machine.run()
+        except StoreError as error:  # nothing was sent: the machine catches its own
+            ending = store_failed(error, False,
+                                  self.config.routing.route_for(ErrorClass.TRANSIENT))
+        return router.ended(decision, progress, ending, operation)
 
     def _machine(self, progress: Progress, actor: Mapping[str, Any],
                  request_id: str) -> WriteMachine:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
-from callgate_rules.documents.model import Budgets, Contract, LimitPath, Routing
-from callgate_rules.errors import LeaseLost
+from callgate_rules.documents.model import Budgets, Contract, Routing
+from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Failed, Finder, Sent, send
 from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
+from callgate_rules.pipeline.route import Ending, limit_ending
 from callgate_rules.store.base import (
     ClaimOutcome,
     NewOperation,
@@ -49,11 +51,6 @@ def backoff_delay(attempt: int, budgets: Budgets, rng: random.Random,
     return delay
 
 
-def limit_route(path: LimitPath) -> Route:
-    return {LimitPath.HAND_OVER: Route.REVIEW, LimitPath.REFUSE: Route.REFUSE,
-            LimitPath.PARTIAL_RESULT: Route.REFUSE}[path]
-
-
 @dataclass
 class Retries:
     """One call's transport retries, reads and writes alike: the per-call budget, the call
@@ -70,13 +67,14 @@ class Retries:
     def __post_init__(self) -> None:
         self.deadline = self.clock() + timedelta(seconds=self.budgets.call_deadline_seconds)
 
-    def spend(self, detail: str) -> str | None:
-        """Count one more retry, or say why none is left (the budget, the deadline)."""
+    def spend(self) -> str | None:
+        """Count one more retry, or say why none is left (the budget, the deadline), in
+        words the model may hear."""
         budgets = self.budgets
         if self.count >= budgets.retries_per_call:
-            return f"{self.count} transport retries (limit {budgets.retries_per_call}): {detail}"
+            return f"{self.count} transport retries (limit {budgets.retries_per_call})"
         if self.clock() >= self.deadline:
-            return f"the call deadline of {budgets.call_deadline_seconds:g}s passed: {detail}"
+            return f"the call deadline of {budgets.call_deadline_seconds:g}s passed"
         self.count += 1
         return None
 
@@ -97,21 +95,6 @@ class State(StrEnum):
     SEND = "send"
     RECONCILE = "reconcile"
     WAIT = "wait"
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a call ended inside steps 5–7."""
-
-    route: Route
-    error_class: ErrorClass | None
-    detail: str
-    result: Any = None
-    receipt_state: str | None = None
-    late_confirmation: bool = False
-    review_id: str | None = None
-    limit_path: str | None = None
-    retries: int = 0
 
 
 @dataclass
@@ -135,6 +118,7 @@ class WriteMachine:
     retries: Retries = field(init=False)
     after_wait: State = State.CLAIM
     reconciled: bool = False
+    sent: bool = False  # has the operation been handed to the executor yet?
 
     def __post_init__(self) -> None:
         self.retries = Retries(self.routing.budgets, self.clock, self.sleep, self.rng)
@@ -147,8 +131,11 @@ class WriteMachine:
             State.WAIT: self.wait,
         }
         state: State | Ending = start
-        while isinstance(state, State):
-            state = handlers[state]()
+        try:
+            while isinstance(state, State):
+                state = handlers[state]()
+        except StoreError as error:
+            return store_failed(error, self.sent, self.route_of(ErrorClass.TRANSIENT))
         return state
 
     @property
@@ -199,6 +186,7 @@ class WriteMachine:
                                    now + timedelta(seconds=min(remaining,
                                                                self.contract.timeout_seconds)),
                                    self.actor, self.records)
+        self.sent = True
         outcome = send(self.executor, request, self.contract,
                        min(remaining, self.contract.timeout_seconds))
         if isinstance(outcome, Sent):
@@ -246,25 +234,25 @@ class WriteMachine:
         return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
 
     def wait(self) -> State | Ending:
-        detail = self.retries.wait(self.trace)
-        if detail is None:
+        said = self.retries.wait(self.trace)
+        if said is None:
             return self.after_wait
         if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
-            return self.to_review(ErrorClass.RECONCILE_FAILED, detail)
-        return self.exhausted(detail)
+            return self.to_review(ErrorClass.RECONCILE_FAILED, said)
+        return self.exhausted(said, said)
 
     # -- transitions shared by the states
 
     def after_failure(self, error_class: ErrorClass, detail: str, *, then: State,
                       exhausted: Callable[[], Ending] | None = None) -> State | Ending:
         """Retry within the per-call budget and deadline, or take the limit path."""
-        why = self.retries.spend(detail)
-        if why is not None:
-            return exhausted() if exhausted else self.exhausted(why)
+        said = self.retries.spend()
+        if said is not None:
+            return exhausted() if exhausted else self.exhausted(f"{said}: {detail}", said)
         self.after_wait = then
         return State.WAIT
 
-    def exhausted(self, detail: str) -> Ending:
+    def exhausted(self, detail: str, said: str = "") -> Ending:
         """The per-call limit path. A claim still held is recorded first: an unknown outcome
         stays unknown (and goes to a person), a failure before sending is a failure."""
         receipt = self.store.get(self.operation.operation_id)
@@ -275,7 +263,7 @@ class WriteMachine:
         if holding:
             self.finish(ReceiptState.FAILED, error_class=ErrorClass.TRANSIENT, detail=detail)
         return limit_ending(self.routing, detail, self.retries.count,
-                            lambda: self.open_review(ErrorClass.BUDGET_EXHAUSTED, detail))
+                            lambda: self.open_review(ErrorClass.BUDGET_EXHAUSTED, detail), said)
 
     def verified(self, result: Any, *, late: bool) -> Ending:
         verify = self.contract.verify
@@ -304,7 +292,7 @@ class WriteMachine:
 
     def give_up(self, state: ReceiptState, error_class: ErrorClass, detail: str) -> Ending:
         self.finish(state, error_class=error_class, detail=detail)
-        return self.exhausted(detail)
+        return self.exhausted(detail, detail)  # the gate's own words: the deadline
 
     def open_review(self, error_class: ErrorClass, detail: str) -> str:
         item = self.store.open_review(NewReviewItem(
@@ -326,16 +314,6 @@ class WriteMachine:
 
     def route_of(self, error_class: ErrorClass) -> Route:
         return self.routing.route_for(error_class)
-
-
-def limit_ending(routing: Routing, detail: str, retries: int,
-                 open_review: Callable[[], str]) -> Ending:
-    """The per-call limit path: a partial result, a refusal, or a hand-over to a person."""
-    path = routing.on_limit
-    route = limit_route(path)
-    review_id = open_review() if route == Route.REVIEW else None
-    return Ending(route, ErrorClass.BUDGET_EXHAUSTED, detail, limit_path=str(path),
-                  review_id=review_id, retries=retries)
 
 
 _RETRIED_READS = (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME)
@@ -360,9 +338,31 @@ def read(contract: Contract, executor: Executor, arguments: Mapping[str, Any],
             return Ending(routing.route_for(outcome.error_class), outcome.error_class,
                           outcome.detail, retries=retries.count)
         retries.retry_after = outcome.retry_after
-        why = retries.spend(outcome.detail) or retries.wait(trace)
-        if why is not None:
-            item = NewReviewItem(tool=contract.name, reason=str(ErrorClass.BUDGET_EXHAUSTED),
-                                 summary=f"{contract.name}: {why}")
-            return limit_ending(routing, why, retries.count, lambda item=item: store.open_review(
-                item, now=retries.clock()).review_id)
+        said = retries.spend() or retries.wait(trace)
+        if said is not None:
+            why = f"{said}: {outcome.detail}"
+            return limit_ending(routing, why, retries.count,
+                                partial(_open_read_review, store, contract, why, retries.clock),
+                                said)
+
+
+def _open_read_review(store: ReceiptStore, contract: Contract, detail: str,
+                      clock: Clock) -> str:
+    """A read at its limit goes to a person without a receipt: nothing was written."""
+    return store.open_review(NewReviewItem(
+        tool=contract.name, reason=str(ErrorClass.BUDGET_EXHAUSTED),
+        summary=f"{contract.name}: {detail}"), now=clock()).review_id
+
+
+def store_failed(error: StoreError, sent: bool, retry_route: Route) -> Ending:
+    """The receipt store failed mid-call. Before sending nothing happened: a transient
+    failure. After sending, the write may have happened with no receipt to show it: a
+    person checks, and the claim left behind makes any later attempt reconcile by
+    operation ID instead of writing again."""
+    if not sent:
+        return Ending(retry_route, ErrorClass.TRANSIENT, f"receipt store: {error}",
+                      said="the receipt store is unavailable; nothing was sent")
+    return Ending(Route.REVIEW, ErrorClass.RECONCILE_FAILED,
+                  f"sent, but the receipt store failed: {error}",
+                  said="the write was sent, but its receipt could not be recorded; a person "
+                       "will check whether it took effect")

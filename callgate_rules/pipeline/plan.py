@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -244,8 +245,15 @@ class _Writer:
                       "variables, trace, shadow):",
                       "    append = trace.append"]
         self.schemas(contract, policies)
-        for index, lookup in enumerate(contract.lookups):
-            self.lookup(index, lookup)
+        if contract.lookups:
+            # A resolver cannot be interrupted; an answer later than the contract's timeout
+            # is not trusted to decide.
+            self.lines.append(f"    started = {self.bind('_clock', time.perf_counter)}()")
+            for index, lookup in enumerate(contract.lookups):
+                self.lookup(index, lookup)
+            self.lines += ["    elapsed = _clock() - started",
+                           f"    if elapsed > {contract.timeout_seconds!r}:",
+                           "        return _validate.too_slow(_contract, elapsed)"]
         self.origins(reads_provenance)
         self.access(contract, rules)
         self.business_rules(contract)
@@ -303,12 +311,16 @@ class _Writer:
                  f"{pad}resolver = resolvers.get({lookup.collection!r})",
                  f"{pad}if resolver is None:",
                  f"{pad}    raise _validate.no_resolver(_contract, {name})"]
-        if len(fields) == 1:  # as validate.resolve does it
-            lines += [f"{pad}found = resolver({fields[0]!r}, key)",
-                      f"{pad}if type(found) is not tuple and type(found) is not list:",
-                      f"{pad}    found = list(found)"]
-        else:
-            lines.append(f"{pad}found = _validate.resolve(resolver, {fields!r}, key)")
+        # Whatever the resolver does, raise or return junk, is a classified decision.
+        asked = f"resolver({fields[0]!r}, key)" if len(fields) == 1 \
+            else f"_validate.resolve(resolver, {fields!r}, key)"
+        lines += [f"{pad}try:",
+                  f"{pad}    found = {asked}",
+                  f"{pad}    if type(found) is not list and type(found) is not tuple or "
+                  "len(found) != 1 or type(found[0]) is not dict:",
+                  f"{pad}        found = _validate.records_of(found)",
+                  f"{pad}except Exception as error:",
+                  f"{pad}    return _validate.resolver_failed(_contract, {name}, error)"]
         if lookup.many == "list":
             lines += [f"{pad}found = _validate.candidates({name}, found, variables, _may_see)",
                       f"{pad}variables[{lookup.name!r}] = found",

@@ -4,8 +4,8 @@ The routing table (``Routing.route_for``, its defaults from ``taxonomy``) says w
 error class goes; a rule may name its own route. This module turns what steps 1–6 ended
 with into the decision the host gets: the route, the three messages (agent, user, log),
 the trace. Also here: the run's budgets (``Run``: calls per tool, failures,
-regenerations, the run deadline) and the limit path they lead to, a real path (partial
-result, hand-over or refusal) with its own messages.
+regenerations, the run deadline) and the limit path that a run's or a call's limit leads
+to, a real path (partial result, hand-over or refusal) with its own messages.
 """
 
 from __future__ import annotations
@@ -31,15 +31,11 @@ from callgate_rules.pipeline.decision import (
     TraceEntry,
     trace_entries,
 )
-from callgate_rules.pipeline.machine import Ending, limit_route
 from callgate_rules.pipeline.messages import agent_message, user_message
 from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
 from callgate_rules.pipeline.record import compact, log_record
-from callgate_rules.store.base import NewReviewItem, ReceiptStore
-from callgate_rules.taxonomy import ErrorClass, Route
-
-# Error classes that count as failures of a run (budget "failures per run").
-FAILURES = frozenset(ErrorClass) - {ErrorClass.CONFIRMATION_REQUIRED, ErrorClass.DUPLICATE}
+from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptStore
+from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
 
 @dataclass
@@ -87,6 +83,50 @@ class Run:
     def ended(self, decision: Decision) -> None:
         if decision.error_class in FAILURES:
             self.failures += 1
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a call ended inside steps 5–7. ``detail`` is for the log only: it may carry what
+    an executor, a finder or a store said, which the model and the user never see;
+    ``said`` is what the messages may tell of it (by default, a phrase per error class)."""
+
+    route: Route
+    error_class: ErrorClass | None
+    detail: str
+    result: Any = None
+    receipt_state: str | None = None
+    late_confirmation: bool = False
+    review_id: str | None = None
+    limit_path: str | None = None
+    retries: int = 0
+    said: str = ""
+
+
+def limit_route(path: LimitPath) -> Route:
+    return {LimitPath.HAND_OVER: Route.REVIEW, LimitPath.REFUSE: Route.REFUSE,
+            LimitPath.PARTIAL_RESULT: Route.REFUSE}[path]
+
+
+def limit_ending(routing: Routing, detail: str, retries: int,
+                 open_review: Callable[[], str], said: str = "") -> Ending:
+    """The per-call limit path: a partial result, a refusal, or a hand-over to a person."""
+    path = routing.on_limit
+    route = limit_route(path)
+    review_id = open_review() if route == Route.REVIEW else None
+    return Ending(route, ErrorClass.BUDGET_EXHAUSTED, detail, limit_path=str(path),
+                  review_id=review_id, retries=retries, said=said)
+
+
+# What the messages say of an ending whose detail came from outside the gate.
+_SAID: Mapping[ErrorClass, str] = {
+    ErrorClass.TRANSIENT: "the destination could not be reached",
+    ErrorClass.UNKNOWN_OUTCOME: "its answer was lost",
+    ErrorClass.PERMANENT: "its reason is kept in the log for engineers",
+    ErrorClass.CONFLICT: "the record's state does not allow it",
+    ErrorClass.RECONCILE_FAILED: "the outcome could not be confirmed",
+    ErrorClass.BUDGET_EXHAUSTED: "the retries of this call are spent",
+}
 
 
 def goes_on(decision: Decision) -> bool:
@@ -401,7 +441,8 @@ class Router:
     def _ending_messages(self, decision: Decision, progress: Progress, ending: Ending,
                          contract: Contract) -> tuple[str, str]:
         routing = self.routing
-        variables = {"tool": contract.name, "tools": self.tools, "detail": ending.detail,
+        told = ending.said or (_SAID.get(ending.error_class, "") if ending.error_class else "")
+        variables = {"tool": contract.name, "tools": self.tools, "detail": told,
                      "args": decision.arguments or {},
                      "actor": progress.variables.get("actor", {})}
         if ending.error_class is None:
@@ -447,11 +488,13 @@ class Router:
             user_message(ErrorClass.BUDGET_EXHAUSTED, routing, None, variables)
         return agent, user
 
-    def refused_confirmation(self, why: str, basis: Decision | None = None) -> Decision:
-        """A confirmation that cannot be used: nothing was executed."""
+    def refused_confirmation(self, why: str, basis: Decision | None = None,
+                             detail: str | None = None) -> Decision:
+        """A confirmation that cannot be used: nothing was executed. ``why`` is shown to
+        the person; ``detail``, when given, only to the log."""
         log = {**(basis.log if basis else {}), "ts": datetime.now(UTC).isoformat(),
                "route": "refuse", "error_class": str(ErrorClass.FORBIDDEN),
-               "rule": "confirmation-token", "detail": why}
+               "rule": "confirmation-token", "detail": detail or why}
         return Decision(
             route=Route.REFUSE, error_class=ErrorClass.FORBIDDEN,
             tool=basis.tool if basis else None,
@@ -465,6 +508,25 @@ class Router:
                    TraceEntry("execute", "confirmation", "refused", why)),
             arguments=basis.arguments if basis else None,
         )
+
+    def already_confirmed(self, receipt: Receipt) -> Decision:
+        """A confirmation of a write that was already confirmed and done: its receipt."""
+        done = f"{receipt.tool} was already confirmed and done; no new write was made. " \
+               f"Earlier result: {compact(receipt.result)}"
+        log = {"ts": datetime.now(UTC).isoformat(), "request_id": receipt.request_id,
+               "tool": receipt.tool, "contract_version": receipt.contract_version,
+               "route": str(Route.RETURN_RECEIPT), "error_class": str(ErrorClass.DUPLICATE),
+               "rule": "confirmation-token", "detail": "the confirmed operation already ran",
+               "operation_id": receipt.operation_id, "receipt_state": str(receipt.state)}
+        return Decision(
+            route=Route.RETURN_RECEIPT, error_class=ErrorClass.DUPLICATE, tool=receipt.tool,
+            contract_version=receipt.contract_version, rule="confirmation-token",
+            agent_message=done,
+            user_message=user_message(ErrorClass.DUPLICATE, self.routing, None,
+                                      {"tool": receipt.tool, "tools": self.tools}),
+            log=log, versions={}, result=receipt.result, operation_id=receipt.operation_id,
+            trace=(TraceEntry("execute", "confirmation", "already done",
+                              receipt.operation_id),))
 
 
 _LIMIT_AGENT_MESSAGES = {

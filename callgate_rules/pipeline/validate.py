@@ -11,8 +11,9 @@ another tenant's closed ticket would reveal that it exists.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
@@ -21,7 +22,7 @@ from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Lookup, Mode, OnError, Rule
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
-from callgate_rules.taxonomy import ErrorClass
+from callgate_rules.taxonomy import NOT_FOUND_USER_MESSAGE, ErrorClass
 
 Record = Mapping[str, Any]
 # Enum members are looked up through a descriptor in Python 3.11: the rule loop compares with
@@ -181,6 +182,57 @@ def listed_entry(lookup: Lookup, records: Sequence[Record]) -> RawTraceEntry:
     return ("validate", lookup.trace_subject, "found", f"{len(records)} record(s)")
 
 
+# More records than this from one look-up is junk, not data (a generator may never end).
+MAX_RECORDS = 10_000
+
+
+def records_of(found: Any) -> Sequence[Record]:
+    """What a resolver returned, as a list of records; ``TypeError`` for anything else (a
+    record instead of a list of them, text, a number, None, objects that are not
+    mappings, an endless generator)."""
+    if isinstance(found, str | bytes | Mapping) or not isinstance(found, Iterable):
+        raise TypeError(f"the resolver returned {type(found).__name__}, not a list of records")
+    records = list(itertools.islice(found, MAX_RECORDS + 1))
+    if len(records) > MAX_RECORDS:
+        raise TypeError(f"the resolver returned more than {MAX_RECORDS:,} records")
+    for record in records:
+        if not isinstance(record, Mapping):
+            raise TypeError(f"the resolver returned a {type(record).__name__}, not a record")
+    return records
+
+
+def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rejection:
+    """The rejection of a call whose records could not be read: the resolver raised or
+    returned junk. The host's words stay in the log; the model hears only that the check
+    could not be made now."""
+    return Rejection(
+        ErrorClass.TRANSIENT,
+        f"lookup {lookup.name}: the resolver for {lookup.collection} failed: "
+        f"{type(error).__name__}: {str(error)[:300]}",
+        rule=f"{contract.name}/lookup.{lookup.name}",
+        agent_message=f"The records needed to check {contract.name} could not be read right "
+                      "now. Nothing was done; the same call may pass later.",
+        user_message=UNAVAILABLE_USER_MESSAGE,
+    )
+
+
+def too_slow(contract: Contract, seconds: float) -> Rejection:
+    """The rejection of a call whose look-ups took longer than the contract's timeout: an
+    answer that late is not trusted to decide."""
+    return Rejection(
+        ErrorClass.TRANSIENT,
+        f"the look-ups took {seconds:.1f}s, more than the contract's timeout of "
+        f"{contract.timeout_seconds:g}s",
+        rule=f"{contract.name}/lookups",
+        agent_message=f"The records needed to check {contract.name} took too long to read. "
+                      "Nothing was done; the same call may pass later.",
+        user_message=UNAVAILABLE_USER_MESSAGE,
+    )
+
+
+UNAVAILABLE_USER_MESSAGE = "The system is busy; this could not be checked right now."
+
+
 def unmatched(contract: Contract, lookup: Lookup, key: Any, found: Sequence[Record],
               variables: Mapping[str, Any], trace: list[RawTraceEntry]) -> Rejection:
     """The rejection of a look-up that found, among the records the actor may see, no
@@ -227,8 +279,6 @@ def candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, 
     return found
 
 
-# Shown to the person both for a missing record and for one they may not access.
-NOT_FOUND_USER_MESSAGE = "I couldn't find that record among the ones you can access."
 
 
 def resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> Sequence[Record]:
@@ -305,7 +355,8 @@ def rule_outcome(contract: Contract, rule: Rule, value: Any, variables: Mapping[
     if rule.mode != _ENFORCE:
         shadow.append(ShadowVerdict(f"{contract.name}/{rule.name}", str(rule.mode),
                                     str(rule.error_class),
-                                    _rule_messages(contract, rule, variables)[0]))
+                                    _rule_messages(contract, rule, variables,
+                                                   error is not None)[0]))
         return None
     return violation(contract, rule, variables, error, example)
 
@@ -315,7 +366,7 @@ def violation(contract: Contract, rule: Rule, variables: Mapping[str, Any], erro
     """The rejection for an enforced ``rule`` that did not hold (``error``: why it could not
     be evaluated, if that is why). ``example``: ``example_call(contract)``, when the caller
     keeps it."""
-    messages = _RuleMessages(contract, rule, variables)
+    messages = _RuleMessages(contract, rule, variables, error is not None)
     return Rejection(
         rule.error_class,
         f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
@@ -332,16 +383,19 @@ class _RuleMessages:
     """The agent and user messages of a violated rule, rendered (once) when first read:
     most rejections are only routed, and rendering is a good part of their cost."""
 
-    __slots__ = ("contract", "rule", "variables", "rendered")
+    __slots__ = ("contract", "rule", "variables", "unchecked", "rendered")
 
-    def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any]) -> None:
-        self.contract, self.rule = contract, rule
+    def __init__(self, contract: Contract, rule: Rule, variables: Mapping[str, Any],
+                 unchecked: bool = False) -> None:
+        """``unchecked``: the rule could not be evaluated, so it was not found false."""
+        self.contract, self.rule, self.unchecked = contract, rule, unchecked
         self.variables = as_decided(variables, violation_reads(contract, rule))
         self.rendered: tuple[str, str | None] | None = None
 
     def both(self) -> tuple[str, str | None]:
         if self.rendered is None:
-            self.rendered = _rule_messages(self.contract, self.rule, self.variables)
+            self.rendered = _rule_messages(self.contract, self.rule, self.variables,
+                                           self.unchecked)
         return self.rendered
 
     def agent(self) -> str:
@@ -358,15 +412,25 @@ def violation_reads(contract: Contract, rule: Rule) -> frozenset[str]:
     return rule.message_reads
 
 
-def _rule_messages(contract: Contract, rule: Rule,
-                   variables: Mapping[str, Any]) -> tuple[str, str | None]:
-    """The agent and user messages of a violated rule."""
+def _rule_messages(contract: Contract, rule: Rule, variables: Mapping[str, Any],
+                   unchecked: bool = False) -> tuple[str, str | None]:
+    """The agent and user messages of a violated rule; of one that could not be evaluated
+    (``unchecked``), messages that say so, and never assert what could not be checked."""
     hidden = _private_record_read(contract, rule)
     if rule.error_class == ErrorClass.NOT_FOUND and hidden is not None:
         # "deleted" must read exactly like "missing" and like "not yours"
         return unavailable_message(contract, hidden, variables), NOT_FOUND_USER_MESSAGE
+    if unchecked:
+        return (f"{contract.name} could not be checked: its rule `{rule.name}` could not be "
+                "evaluated on this call's data, so the call is refused as a precaution. The "
+                "same call will fail the same way; a call with other values may pass.",
+                UNCHECKED_USER_MESSAGE)
     return (rule.message.render(variables),
             rule.user_message.render(variables) if rule.user_message else None)
+
+
+# What the person hears of a rule that could not be evaluated: nothing is claimed about them.
+UNCHECKED_USER_MESSAGE = "This request could not be checked right now, so it was not done."
 
 
 def _private_record_read(contract: Contract, rule: Rule) -> Lookup | None:
