@@ -88,7 +88,7 @@ _TOOL_CONTRACT_SPEC = Shape(
                         "user_message", "hint", "mode", "on_error"),
                        cel=frozenset({"expression"})),
         "verify": Shape(("expression", "message"), cel=frozenset({"expression"})),
-        "reconcile": Shape(("match",), cel=frozenset({"match"})),
+        "reconcile": Shape(("tool", "argument", "match"), cel=frozenset({"match"})),
         "confirmation": Shape(("required", "summary", "expires")),
         "examples": Shape(("description", "arguments")),
         "errors": Shape(("exception", "attribute", "equals", "error_class")),

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from callgate_rules.cli import authoring, harness, store
+from callgate_rules.cli import authoring, gateway, harness, store
 from callgate_rules.errors import CallgateError, ConfigError
 
 
@@ -54,5 +54,5 @@ def main() -> None:
     """callgate — a declarative gate between a model's proposed tool call and its action."""
 
 
-for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS):
+for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS, *gateway.COMMANDS):
     main.add_command(command)

@@ -298,6 +298,8 @@ class _Compiler:
                 for item in spec.get("errors", [])),
             mode=mode,
             on_error=on_error,
+            reconcile_tool=reconcile.get("tool"),
+            reconcile_argument=reconcile.get("argument", "operation_id"),
         )
 
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:

@@ -223,6 +223,9 @@ class Contract:
     on_error: OnError
     # The look-ups whose records the access rules read: a denial may depend on them.
     private_lookups: tuple[Lookup, ...] = ()
+    # reconcile.tool / reconcile.argument: the destination's look-up by operation ID
+    reconcile_tool: str | None = None
+    reconcile_argument: str = "operation_id"
 
     # cached: read on every decision, and a property costs a call each time
     @cached_property

@@ -1,0 +1,125 @@
+"""The MCP commands: ``gateway`` (callgate in front of an MCP server) and ``init
+--from-mcp`` (draft contracts from an MCP server's tools).
+
+``init`` for now only imports an MCP server's tools; the plain project scaffold is a later
+issue's. Both need the ``gateway`` extra, imported only when one of them runs, so the other
+commands start without the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from callgate_rules.cli.store import STORE_OPTION
+from callgate_rules.errors import InputError
+
+EXTRA_HINT = "pip install 'callgate-rules[gateway]'"
+
+
+def _require_extra() -> None:
+    try:
+        import jwt  # noqa: F401
+        import mcp  # noqa: F401
+    except ImportError as error:
+        raise InputError(f"this command needs the gateway extra ({error.name} is missing): "
+                         f"{EXTRA_HINT}") from None
+
+
+def _address(text: str | None) -> tuple[str, int] | None:
+    if text is None:
+        return None
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--http {text}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host.strip("[]"), int(port)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--upstream-command", metavar='"CMD ARGS"',
+              help="Start the upstream MCP server with this command line, over stdio.")
+@click.option("--upstream-url", metavar="URL",
+              help="Reach the upstream MCP server over streamable HTTP at this URL.")
+@click.option("--http", "http_address", metavar="HOST:PORT",
+              help="Serve streamable HTTP at HOST:PORT (path /mcp) instead of stdio.")
+@STORE_OPTION
+@click.option("--actor", "actor_file", type=click.Path(path_type=Path),
+              help="stdio: the actor the gate decides for (YAML or JSON).")
+@click.option("--session", "session_file", type=click.Path(path_type=Path),
+              help="stdio: the session facts (YAML or JSON).")
+@click.option("--auth", "auth_file", type=click.Path(path_type=Path),
+              help="--http: how bearer tokens are verified and mapped to the actor (YAML).")
+@click.option("--confirmation-timeout", default=300.0, show_default=True, type=float,
+              help="Seconds an elicitation waits for a person before the write is refused.")
+def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url: str | None,
+            http_address: str | None, store_url: str, actor_file: Path | None,
+            session_file: Path | None, auth_file: Path | None,
+            confirmation_timeout: float) -> None:
+    """Serve MCP to clients in front of one upstream MCP server, every call through the gate.
+
+    PATHS are the contracts and policies (default `contracts policies`). Only upstream tools
+    with a contract are offered. Over stdio (the default) a desktop client launches this in
+    place of the server; --http serves streamable HTTP with bearer tokens. Bad configuration
+    stops it at start with one line per problem.
+    """
+    _require_extra()
+    from callgate_rules.gateway import Settings, UpstreamSpec, run
+    from callgate_rules.gateway.identity import identity_from_files, load_auth
+
+    settings = Settings(
+        upstream=UpstreamSpec(command=upstream_command, url=upstream_url),
+        paths=tuple(str(p) for p in paths) or _default_paths(), store=store_url,
+        identity=identity_from_files(actor_file, session_file) if actor_file else None,
+        verifier=load_auth(auth_file) if auth_file else None,
+        http=_address(http_address), confirmation_timeout=confirmation_timeout,
+        secret=os.environ["CALLGATE_SECRET"].encode() if os.environ.get("CALLGATE_SECRET")
+        else None)
+    try:
+        run(settings)
+    except KeyboardInterrupt:
+        pass
+
+
+def _default_paths() -> tuple[str, ...]:
+    paths = tuple(p for p in ("contracts", "policies") if Path(p).exists())
+    if not paths:
+        raise InputError("no contracts/ or policies/ here; pass the paths of your documents")
+    return paths
+
+
+@click.command("init")
+@click.argument("directory", default=".", type=click.Path(path_type=Path))
+@click.option("--from-mcp", "from_mcp", metavar='"CMD ARGS"',
+              help="Start this MCP server over stdio and draft a contract per tool.")
+@click.option("--from-mcp-url", "from_mcp_url", metavar="URL",
+              help="Reach this MCP server over streamable HTTP and draft a contract per tool.")
+@click.option("--owner", default="FILL-IN@example.com", show_default=True,
+              help="The owner written into every drafted document.")
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+def init(directory: Path, from_mcp: str | None, from_mcp_url: str | None, owner: str,
+         force: bool) -> None:
+    """Draft documents in DIRECTORY from an MCP server's tools (--from-mcp or --from-mcp-url).
+
+    Writes contracts/NAME.yaml per tool (its description, its input schema with
+    `additionalProperties: false`, the effect from `readOnlyHint`, an example) and
+    policies/access.yaml, which denies everything until you add allow rules. The fields only
+    a person can decide say FILL-IN, and `callgate lint` points at each until it is filled.
+    """
+    if from_mcp is None and from_mcp_url is None:
+        raise InputError("callgate init needs --from-mcp \"CMD ARGS\" or --from-mcp-url URL "
+                         "(drafting a project without an MCP server is not there yet)")
+    _require_extra()
+    from callgate_rules.gateway.contracts import draft_from_mcp
+
+    written = draft_from_mcp(directory, command=from_mcp, url=from_mcp_url, owner=owner,
+                             force=force)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: fill in every FILL-IN, then `callgate lint {directory / 'contracts'} "
+               f"{directory / 'policies'}`", err=True)
+
+
+COMMANDS = (gateway, init)

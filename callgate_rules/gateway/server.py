@@ -1,0 +1,260 @@
+"""The MCP server the clients talk to: one gate in front of one upstream MCP server.
+
+``serve(settings)`` loads the documents, opens the receipt store, starts (or reaches) the
+upstream, checks every contract against the upstream's tools — each problem one line, and
+none served until all are fixed — and then serves MCP over stdio (a desktop client
+launches the gateway in place of the server) or streamable HTTP (``--http``, every request
+with a verified bearer token).
+
+Each ``tools/call`` runs the gate's seven steps in a worker thread (the gate is
+synchronous); the executors, the finder and the resolvers hand their upstream calls back
+to this event loop (``upstream.Upstream.call_blocking``).
+
+**Request IDs.** The operation ID of a write is derived from the request ID, the tool and
+the arguments, so the request ID decides what counts as "the same call again":
+
+- the client's ``_meta["callgate/request_id"]`` when it sends one (one per user request:
+  the same call re-sent after a lost answer gets the receipt; a new request writes again);
+- otherwise the MCP session: the stdio connection, or the HTTP ``Mcp-Session-Id``. Within
+  one session the same call with the same arguments is then one operation. A stateless
+  HTTP call without either is a request of its own.
+
+Either is prefixed with a digest of the caller's actor, so two callers never share an
+operation. The run budgets (calls per tool, failures, the run deadline) are kept per
+request ID; without a client request ID a session's run starts afresh when its run
+deadline has passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, TextIO
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from callgate_rules.documents.compiler import load
+from callgate_rules.errors import CallgateError
+from callgate_rules.gateway import binding
+from callgate_rules.gateway.confirm import Confirmer, unseal
+from callgate_rules.gateway.identity import BearerAuth, Identity, TokenVerifier, identity_of
+from callgate_rules.gateway.results import (
+    CONVERSATION_META,
+    REQUEST_ID_META,
+    error_result,
+    result_of,
+)
+from callgate_rules.gateway.upstream import Upstream, UpstreamSpec, connect, sole_error
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.gate import Gate
+from callgate_rules.pipeline.route import Run
+from callgate_rules.store import open_store
+from callgate_rules.taxonomy import Route
+
+SERVER_NAME = "callgate-gateway"
+RUNS_KEPT = 4096
+DEFAULT_CONFIRMATION_TIMEOUT = 300.0
+
+
+class GatewayConfigError(CallgateError):
+    """The gateway cannot serve: each line of ``problems`` says one thing to fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``serve`` needs; the CLI fills it from its options."""
+
+    upstream: UpstreamSpec
+    paths: tuple[str, ...] = ("contracts", "policies")
+    store: str = "sqlite:///callgate.sqlite3"
+    identity: Identity | None = None  # stdio: from --actor/--session
+    verifier: TokenVerifier | None = None  # HTTP: bearer tokens
+    http: tuple[str, int] | None = None  # (host, port); None: stdio
+    confirmation_timeout: float = DEFAULT_CONFIRMATION_TIMEOUT
+    secret: bytes | None = None
+    log: TextIO = field(default=sys.stderr, compare=False)
+
+    def check(self) -> None:
+        """The identity each transport needs, before anything starts."""
+        if self.http is None and self.identity is None:
+            raise GatewayConfigError(["over stdio the actor comes from --actor FILE "
+                                      "(and --session FILE); the model never supplies it"])
+        if self.http is not None and self.verifier is None:
+            raise GatewayConfigError(["over --http every caller needs a verified bearer "
+                                      "token: give --auth FILE"])
+
+
+async def serve(settings: Settings) -> None:
+    """Run the gateway until the client goes away (stdio) or it is stopped (HTTP)."""
+    settings.check()
+    config = load(settings.paths)
+    store = open_store(settings.store)
+    try:
+        async with connect(settings.upstream) as upstream:
+            gateway = Gateway.start(config, upstream, store, settings)
+            if settings.http is None:
+                await gateway.serve_stdio()
+            else:
+                await gateway.serve_http(*settings.http, log=settings.log)
+    except BaseExceptionGroup as group:
+        # The transports' task groups wrap what the gateway raised; show it as itself.
+        error = sole_error(group)
+        if isinstance(error, CallgateError | KeyboardInterrupt):
+            raise error from None
+        raise
+    finally:
+        store.close()
+
+
+class Runs:
+    """The run of each request ID (its budgets), the most recent ``RUNS_KEPT``."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+
+    def get(self, request_id: str, now: datetime, deadline_seconds: float) -> Run:
+        run = self._runs.pop(request_id, None)
+        if run is None or (":session:" in request_id and
+                           now - run.started_at > timedelta(seconds=deadline_seconds)):
+            run = Run(started_at=now)
+        self._runs[request_id] = run
+        while len(self._runs) > RUNS_KEPT:
+            self._runs.popitem(last=False)
+        return run
+
+
+class Gateway:
+    """The MCP handlers over one gate and one upstream."""
+
+    def __init__(self, gate: Gate, upstream: Upstream, *, identity: Identity | None = None,
+                 confirmation_timeout: float = DEFAULT_CONFIRMATION_TIMEOUT,
+                 verifier: TokenVerifier | None = None) -> None:
+        self.gate = gate
+        self.upstream = upstream
+        self.identity = identity
+        self.verifier = verifier
+        self.tools = binding.offered(gate.config, upstream)
+        self.confirmer = Confirmer(gate, confirmation_timeout)
+        self.runs = Runs()
+        self.stdio_session = uuid.uuid4().hex  # a stdio gateway has one connection
+        self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools,
+                                          on_call_tool=self.call_tool)
+
+    @classmethod
+    def start(cls, config: Any, upstream: Upstream, store: Any, settings: Settings) -> Gateway:
+        """Check the contracts against the upstream, bind the gate, say what is hidden."""
+        bad = binding.problems(config, upstream)
+        if bad:
+            raise GatewayConfigError(bad)
+        bindings = binding.bind(config, upstream)
+        gate = Gate(config, executors=bindings.executors, finder=bindings.finder,
+                    resolvers=bindings.resolvers, store=store, secret=settings.secret)
+        gateway = cls(gate, upstream, identity=settings.identity, verifier=settings.verifier,
+                      confirmation_timeout=settings.confirmation_timeout)
+        gateway.announce(settings.log)
+        return gateway
+
+    def announce(self, log: TextIO) -> None:
+        names = ", ".join(tool.name for tool in self.tools) or "none"
+        print(f"callgate gateway: offering {len(self.tools)} tool(s) of the upstream "
+              f"{self.upstream.spec.describe()}: {names}", file=log)
+        hidden = binding.hidden(self.gate.config, self.upstream)
+        if hidden:
+            print(f"callgate gateway: hiding {len(hidden)} upstream tool(s) without a "
+                  f"contract: {', '.join(hidden)}", file=log)
+        for note in binding.notes(self.gate.config, self.upstream):
+            print(f"callgate gateway: {note}", file=log)
+        log.flush()
+
+    # -- the handlers
+
+    async def list_tools(self, ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tools)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams
+                        ) -> types.CallToolResult | types.InputRequiredResult:
+        identity = self.caller(ctx)
+        if identity is None:  # BearerAuth stops these first; this is the last guard
+            return error_result("The caller is not authenticated.", {})
+        meta: Mapping[str, Any] = params.meta or {}
+        request_id = self.request_id(ctx, params, identity)
+        decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META))
+        if decision.route == Route.AWAIT_CONFIRMATION and decision.confirmation_token:
+            settled = await self.confirmer.settle(ctx, params, decision, identity, request_id)
+            if not isinstance(settled, Decision):
+                return settled
+            decision = settled
+        return result_of(decision)
+
+    async def decide(self, params: types.CallToolRequestParams, identity: Identity,
+                     request_id: str, conversation: Any) -> Decision:
+        now = self.gate.clock()
+        run = self.runs.get(request_id, now, self.gate.config.routing.budgets
+                            .run_deadline_seconds)
+        call = {"name": params.name, "arguments": params.arguments or {}}
+        return await anyio.to_thread.run_sync(partial(
+            self.gate.handle, call, actor=identity.actor, request_id=request_id, run=run,
+            now=now, session=identity.session, conversation=conversation))
+
+    def caller(self, ctx: ServerRequestContext[Any, Any]) -> Identity | None:
+        request = ctx.request
+        if request is not None and hasattr(request, "scope"):
+            return identity_of(request.scope)
+        return self.identity
+
+    def request_id(self, ctx: ServerRequestContext[Any, Any],
+                   params: types.CallToolRequestParams, identity: Identity) -> str:
+        """The request ID of this call (see the module's docstring)."""
+        state = unseal(self.gate.secret, params.request_state)
+        if state is not None and isinstance(state.get("request_id"), str):
+            return str(state["request_id"])  # the retry of an input_required round trip
+        caller = hashlib.sha256(identity.digest_source().encode()).hexdigest()[:16]
+        supplied = (params.meta or {}).get(REQUEST_ID_META)
+        if isinstance(supplied, str | int) and not isinstance(supplied, bool) \
+                and str(supplied):
+            return f"mcp:{caller}:request:{supplied}"
+        return f"mcp:{caller}:session:{self.session_of(ctx)}"
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        request = ctx.request
+        if request is None or not hasattr(request, "headers"):
+            return self.stdio_session
+        session = request.headers.get("mcp-session-id")
+        return str(session) if session else f"stateless-{uuid.uuid4().hex}"
+
+    # -- the transports
+
+    async def serve_stdio(self) -> None:
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+    def http_app(self, host: str) -> BearerAuth:
+        """The streamable HTTP application at ``/mcp``, behind bearer-token checks."""
+        assert self.verifier is not None
+        return BearerAuth(self.server.streamable_http_app(host=host), self.verifier)
+
+    async def serve_http(self, host: str, port: int, log: TextIO = sys.stderr) -> None:
+        import uvicorn  # only the HTTP gateway needs it
+
+        config = uvicorn.Config(self.http_app(host), host=host, port=port,
+                                log_level="warning", lifespan="on")
+        print(f"callgate gateway: serving MCP at http://{host}:{port}/mcp", file=log,
+              flush=True)
+        await uvicorn.Server(config).serve()
