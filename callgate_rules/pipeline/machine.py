@@ -23,6 +23,7 @@ from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Failed, Finder, Sent, send
 from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
+from callgate_rules.pipeline.record import Masking
 from callgate_rules.pipeline.route import Ending, limit_ending
 from callgate_rules.store.base import (
     ClaimOutcome,
@@ -295,11 +296,12 @@ class WriteMachine:
         return self.exhausted(detail, detail)  # the gate's own words: the deadline
 
     def open_review(self, error_class: ErrorClass, detail: str) -> str:
+        masking = Masking(self.contract, self.operation.arguments)  # a view people list
         item = self.store.open_review(NewReviewItem(
             tool=self.contract.name, reason=str(error_class),
-            summary=f"{self.contract.name} {self.operation.operation_id}: {detail}",
+            summary=masking(f"{self.contract.name} {self.operation.operation_id}: {detail}"),
             operation_id=self.operation.operation_id,
-            payload={"arguments": dict(self.operation.arguments), "actor": dict(self.actor)},
+            payload={"arguments": masking.arguments, "actor": dict(self.actor)},
         ), now=self.clock())
         self.trace("route", "review", f"queued as {item.review_id}")
         return item.review_id

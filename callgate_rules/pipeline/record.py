@@ -25,8 +25,8 @@ def log_record(
     shadow: tuple[ShadowVerdict, ...], elapsed: float, extra: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The decision's log record: one JSON line for engineers, with the actor summarised
-    and the contract's sensitive arguments masked."""
-    record = {
+    and the contract's sensitive arguments masked, wherever they appear in it."""
+    record: dict[str, Any] = {
         "ts": datetime.fromtimestamp(decided_at, UTC).isoformat(),
         "request_id": request_id or uuid.uuid4().hex,
         "tool": contract.name if contract else (extra or {}).get("proposed_tool"),
@@ -37,8 +37,7 @@ def log_record(
         "rule": rule,
         "detail": detail,
         "actor": _actor_summary(actor),
-        "arguments": mask(arguments, contract.mask) if arguments is not None and contract
-        else None,
+        "arguments": arguments,
         "shadow": [v.__dict__ for v in shadow],
         "elapsed_ms": round(elapsed * 1000, 3),
     }
@@ -46,7 +45,77 @@ def log_record(
         record["evaluation_error"] = extra["evaluation_error"]
     if call is not None and call.note:
         record["note"] = call.note
+    if contract is not None and contract.mask and arguments is not None:
+        masking = Masking(contract, arguments)
+        record.update({key: masking(record[key]) for key in _MAY_ECHO if key in record})
+        record["arguments"] = masking.arguments
     return record
+
+
+# What in a log record may repeat an argument's value: a check's detail quotes it, a rule's
+# verdict renders it, a destination's answer echoes it.
+_MAY_ECHO = ("detail", "shadow", "evaluation_error", "result", "note")
+
+
+class Masking:
+    """The contract's sensitive arguments hidden: at their paths (``arguments``), and as
+    values inside anything else a log or a review item may carry (``masking(value)``)."""
+
+    def __init__(self, contract: Contract, arguments: Mapping[str, Any]) -> None:
+        self.arguments = mask(arguments, contract.mask)
+        secrets: set[str] = set()
+        for path in contract.mask:
+            for value in _at(arguments, path):
+                secrets.update(_texts_of(value))
+        # Longest first, so that a secret inside another is not left half shown.
+        self.secrets = sorted((s for s in secrets if len(s) >= MIN_MASKED), key=len,
+                              reverse=True)
+
+    def __call__(self, value: Any) -> Any:
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            for secret in self.secrets:
+                value = value.replace(secret, MASK)
+            return value
+        if isinstance(value, Mapping):
+            return {key: self(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and str(value) in self.secrets:
+            return MASK
+        return value
+
+
+# A masked value shorter than this is not looked for inside other text ("a", "1" would
+# blank out half a log line and hide nothing).
+MIN_MASKED = 4
+
+
+def _at(node: Any, path: tuple[str, ...]) -> list[Any]:
+    """The values at ``path`` (a dotted field path; a list on the way means each item)."""
+    if isinstance(node, list):
+        return [value for item in node for value in _at(item, path)]
+    if not path:
+        return [node]
+    if isinstance(node, Mapping) and path[0] in node:
+        return _at(node[path[0]], path[1:])
+    return []
+
+
+def _texts_of(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int | float):
+        return [str(value)]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _texts_of(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _texts_of(item)]
+    return []
 
 
 def _actor_summary(actor: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,6 +143,16 @@ def _mask_path(node: dict[str, Any], path: tuple[str, ...]) -> None:
     elif isinstance(node[head], dict):
         node[head] = dict(node[head])
         _mask_path(node[head], rest)
+    elif isinstance(node[head], list):  # a list on the way: each of its items
+        node[head] = [_masked_item(item, rest) for item in node[head]]
+
+
+def _masked_item(item: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(item, dict):
+        copied = dict(item)
+        _mask_path(copied, path)
+        return copied
+    return item
 
 
 def draft(contract: Contract, variables: Mapping[str, Any]) -> str:

@@ -33,7 +33,7 @@ from callgate_rules.pipeline.decision import (
 )
 from callgate_rules.pipeline.messages import agent_message, user_message
 from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
-from callgate_rules.pipeline.record import compact, log_record
+from callgate_rules.pipeline.record import Masking, compact, log_record
 from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptStore
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
@@ -417,14 +417,17 @@ class Router:
             agent = f"{agent} Note: {progress.call.note}."
         progress.trace.append(("route", str(ending.error_class or "executed"),
                                str(ending.route)))
+        masking = Masking(contract, decision.arguments or {})
         log = {
             **decision.log,
             "route": str(ending.route),
             "error_class": str(ending.error_class) if ending.error_class else None,
-            "detail": ending.detail,
+            "detail": masking(ending.detail),
             "operation_id": operation,
             "receipt_state": ending.receipt_state,
-            "result": ending.result,  # the destination's own answer, never the model's retelling
+            # the destination's own answer, never the model's retelling; masked like the
+            # arguments it may echo
+            "result": masking(ending.result),
             "retries": ending.retries,
             "reconciled": any(step == "reconcile" for step, *_ in progress.trace),
             "unknown_outcome": any("unknown_outcome" in result

@@ -22,6 +22,7 @@ from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Lookup, Mode, OnError, Rule
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
+from callgate_rules.pipeline.record import MASK
 from callgate_rules.taxonomy import NOT_FOUND_USER_MESSAGE, ErrorClass
 
 Record = Mapping[str, Any]
@@ -47,7 +48,9 @@ def schema_rejection(contract: Contract, args: Mapping[str, Any],
     if error is None:
         return None
     field = ".".join(str(p) for p in error.absolute_path) or _missing_field(error) or "arguments"
-    problem = _describe(error)
+    # A masked argument's value is not quoted: the detail goes to the log.
+    masked = tuple(str(p) for p in error.absolute_path) in contract.mask
+    problem = _describe(error, MASK if masked else _short(error.instance))
     expected = expected_value(contract, field)
     trace.append(("validate", "schema", "fail", f"{field}: {problem}"))
     return Rejection(
@@ -69,17 +72,18 @@ def _missing_field(error: ValidationError) -> str | None:
     return None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, shown: str) -> str:
+    """What is wrong with the value, ``shown`` as given."""
     if error.validator == "required":
         return "it is required but missing"
     if error.validator == "format":
-        return f"{_short(error.instance)} is not a valid {error.validator_value}"
+        return f"{shown} is not a valid {error.validator_value}"
     if error.validator == "enum":
-        return f"{_short(error.instance)} is not one of {_short(error.validator_value)}"
+        return f"{shown} is not one of {_short(error.validator_value)}"
     if error.validator == "type":
-        return f"{_short(error.instance)} is not of type {error.validator_value}"
+        return f"{shown} is not of type {error.validator_value}"
     if error.validator == "pattern":
-        return f"{_short(error.instance)} does not match {error.validator_value}"
+        return f"{shown} does not match {error.validator_value}"
     words = {"maxLength": "is longer than {} characters",
              "minLength": "is shorter than {} characters",
              "maximum": "is greater than the maximum of {}",
@@ -90,10 +94,10 @@ def _describe(error: ValidationError) -> str:
              "const": "is not {}", "additionalProperties": "has fields the contract does not "
                                                            "declare ({})"}
     if error.validator in words:
-        return f"{_short(error.instance)} " + words[str(error.validator)].format(
+        return f"{shown} " + words[str(error.validator)].format(
             _short(error.validator_value))
     # jsonschema's own text repeats the whole value; keep the prompt short
-    return f"{_short(error.instance)} is not valid ({error.validator}: " \
+    return f"{shown} is not valid ({error.validator}: " \
            f"{_short(error.validator_value)})"
 
 
@@ -283,8 +287,7 @@ def candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, 
 
 def resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> Sequence[Record]:
     if len(fields) == 1:
-        records = resolver(fields[0], key)
-        return records if type(records) is tuple or type(records) is list else list(records)
+        return resolver(fields[0], key)  # checked by ``records_of``
     found: list[Record] = []
     seen: set[int] = set()
     for field in fields:
