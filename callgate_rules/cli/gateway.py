@@ -9,6 +9,7 @@ commands start without the MCP SDK.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -66,7 +67,7 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
     stops it at start with one line per problem.
     """
     _require_extra()
-    from callgate_rules.gateway import Settings, UpstreamSpec, run
+    from callgate_rules.gateway import GatewayConfigError, Settings, UpstreamSpec, run
     from callgate_rules.gateway.identity import identity_from_files, load_auth
 
     settings = Settings(
@@ -79,6 +80,10 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
         else None)
     try:
         run(settings)
+    except GatewayConfigError as error:
+        for problem in error.problems:
+            click.echo(f"callgate gateway: {problem}", err=True)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         pass
 

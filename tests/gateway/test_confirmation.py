@@ -1,0 +1,112 @@
+"""A write that needs a person, through the gateway: MCP elicitation (accept, decline, no
+answer) and, for a client without elicitation, a reference resolved with the review
+queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from click.testing import CliRunner
+
+from callgate_rules.cli import main
+from callgate_rules.store import open_store
+
+from .conftest import TRANSPORTS, connected, meta_of, text_of, unique
+
+pytestmark = pytest.mark.anyio
+
+
+class Person:
+    """An elicitation callback: answers every request with ``action`` and records it."""
+
+    def __init__(self, action: str, approve: bool = True) -> None:
+        self.action, self.approve = action, approve
+        self.asked: list[types.ElicitRequestParams] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams
+                       ) -> types.ElicitResult:
+        self.asked.append(params)
+        content = {"approve": self.approve} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"to": "bo@example.com", "text": text}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_accepted_elicitation_executes_the_write_once(
+        transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    text, person = unique("accepted"), Person("accept")
+    async with connected(transport, tmp_path, request, elicitation=person) as gateway:
+        result = await gateway.session.call_tool("sendMessage", message(text))
+        upstream = gateway.upstream
+    assert not result.is_error, text_of(result)
+    assert len(person.asked) == 1
+    shown = person.asked[0]
+    assert isinstance(shown, types.ElicitRequestFormParams)
+    assert f"Send {text} to bo@example.com" in shown.message  # the draft
+    assert shown.requested_schema["required"] == ["approve"]
+    assert len(upstream.messages(text)) == 1
+    assert result.structured_content["text"] == text
+
+
+@pytest.mark.parametrize("transport,action,approve", [
+    ("stdio", "decline", True), ("http", "decline", True), ("http", "cancel", True),
+    ("http", "accept", False)])
+async def test_a_declined_elicitation_writes_nothing(
+        transport: str, action: str, approve: bool, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    text, person = unique("declined"), Person(action, approve)
+    async with connected(transport, tmp_path, request, elicitation=person) as gateway:
+        result = await gateway.session.call_tool("sendMessage", message(text))
+        upstream = gateway.upstream
+    assert result.is_error and meta_of(result)["callgate/route"] == "refuse"
+    assert "nothing was written" in text_of(result)
+    assert upstream.messages(text) == [] and upstream.calls("sendMessage", text=text) == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_without_elicitation_a_reference_is_resolved_with_callgate_review(
+        transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    text, request_id = unique("referenced"), unique("r")
+    meta = {"callgate/request_id": request_id}
+    async with connected(transport, tmp_path, request) as gateway:
+        held = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
+        reference = meta_of(held)["callgate/confirmation_reference"]
+        assert held.is_error and f"Send {text} to bo@example.com" in text_of(held)
+        again = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
+        assert meta_of(again)["callgate/confirmation_reference"] == reference  # one item
+        assert gateway.upstream.messages(text) == []
+        review = CliRunner().invoke(main, ["review", "resolve", reference, "--as",
+                                           "succeeded", "--note", "ok", "--by", "alice",
+                                           "--store", gateway.store])
+        assert review.exit_code == 0, review.output
+        done = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
+        upstream = gateway.upstream
+    assert not done.is_error, text_of(done)
+    assert len(upstream.messages(text)) == 1
+    store = open_store(gateway.store)
+    try:
+        receipt = store.get(meta_of(done)["callgate/operation_id"])
+    finally:
+        store.close()
+    assert receipt is not None and receipt.confirmed_by == "alice"
+
+
+async def test_a_reference_declined_with_callgate_review_writes_nothing(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    text, meta = unique("refused"), {"callgate/request_id": unique("r")}
+    async with connected("stdio", tmp_path, request) as gateway:
+        held = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
+        reference = meta_of(held)["callgate/confirmation_reference"]
+        CliRunner().invoke(main, ["review", "resolve", reference, "--as", "failed",
+                                  "--note", "not to Bo", "--by", "alice",
+                                  "--store", gateway.store])
+        refused = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
+        upstream = gateway.upstream
+    assert refused.is_error and "alice declined it (not to Bo)" in text_of(refused)
+    assert upstream.messages(text) == []
