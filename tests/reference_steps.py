@@ -94,6 +94,8 @@ class ReferenceSteps:
                 found = validate.records_of(validate.resolve(resolver, lookup.fields, key))
             except Exception as error:
                 return validate.resolver_failed(contract, lookup, error)
+            if lookup.visible is not None:
+                found = validate.visible_records(lookup, found, variables)
             found = validate.candidates(lookup, found, variables, self.plan.may_see)
             if lookup.many == "list":
                 variables[lookup.name] = found

@@ -325,3 +325,46 @@ def test_an_email_draft_keeps_what_the_person_must_see(reference_world: dict[str
     assert "anna.petrova@northwind.example" in held.draft
     assert held.log["arguments"]["body"] == "***"
 
+
+
+# A record the actor may not see is no record ------------------------------------------------
+
+
+def test_another_tenants_payee_reads_exactly_like_an_unknown_account(
+        both_ways: Outcomes, gate: Gate, dana: dict[str, Any]) -> None:  # noqa: F811
+    """Globex's payee IBAN, never mentioned in the conversation, used to get a request for
+    confirmation where an unknown IBAN got a refusal: the model could probe which accounts
+    other tenants have on file."""
+    def pay(iban: str) -> dict[str, Any]:
+        return {"name": "sendPayment", "arguments": {"recipientIban": iban, "amount": 10,
+                                                     "currency": "EUR"}}
+
+    session = {"authenticated": True}
+    theirs = gate.check(pay("GB29NWBK60161331926819"), actor=dana, now=NOW, session=session)
+    unknown = gate.check(pay("GB94BARC10201530093459"), actor=dana, now=NOW, session=session)
+    assert (theirs.route, theirs.error_class, theirs.rule) == \
+        (unknown.route, unknown.error_class, unknown.rule)
+    assert theirs.agent_message.replace("GB29NWBK60161331926819", "IBAN") == \
+        unknown.agent_message.replace("GB94BARC10201530093459", "IBAN")
+    assert theirs.user_message == unknown.user_message
+
+
+def test_another_tenants_record_is_not_a_candidate(both_ways: Outcomes, gate: Gate,  # noqa: F811
+                                                   reference_world: dict[str, Any],
+                                                   dana: dict[str, Any]) -> None:
+    """A resolver that returns one ticket of the actor's tenant and one of another: not
+    "matches 2 tickets", but the actor's one."""
+    world = WorldResolvers(reference_world)
+    own, other = world["tickets"]("id", "T-1001")[0], world["tickets"]("id", "T-2001")[0]
+    mixed = Gate(gate.config, resolvers={"tickets": lambda field, value: [own, other],
+                                         "users": world["users"]})
+    decision = mixed.check(FOLLOW_UP, actor=dana, now=NOW)
+    assert decision.route == Route.EXECUTE and "2001" not in decision.agent_message
+    alone = Gate(gate.config, resolvers={"tickets": lambda field, value: [other],
+                                         "users": world["users"]})
+    hidden = alone.check(FOLLOW_UP, actor=dana, now=NOW)
+    missing = Gate(gate.config, resolvers={"tickets": lambda field, value: [],
+                                           "users": world["users"]}).check(
+        FOLLOW_UP, actor=dana, now=NOW)
+    assert hidden.agent_message == missing.agent_message
+    assert hidden.user_message == missing.user_message

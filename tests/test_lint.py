@@ -85,6 +85,7 @@ spec:
     - name: ticket
       collection: tickets
       key: args.ticketId
+      visible: record.tenant == actor.tenant
       schema:
         type: object
         additionalProperties: false

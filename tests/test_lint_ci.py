@@ -98,6 +98,7 @@ spec:
     - name: ticket
       collection: tickets
       key: args.ticketId
+      visible: record.tenant == actor.tenant
       message: No ticket {args.ticketId} is available to you.
   rules:
     - name: not-closed

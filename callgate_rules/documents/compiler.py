@@ -56,6 +56,7 @@ from callgate_rules.documents.validators import (
     closed_objects,
     document_schema,
     document_valid,
+    refused_patterns,
 )
 from callgate_rules.errors import ConfigError, InputError
 from callgate_rules.pipeline.authorize import records_read
@@ -222,16 +223,19 @@ class _Compiler:
     def expression(
         self, source: SourceDocument, path: NodePath, text: str
     ) -> CompiledExpression | None:
-        if text in self.compiled:
-            return self.compiled[text]
-        try:
-            compiled = self.compiled[text] = compile_expression(text)
-            return compiled
-        except CelSyntaxError as error:
-            place = source.locate_in_scalar(path, error.line, error.column)
-            self.findings.append(Finding(place, "error", "cel-syntax",
-                                         f"{dotted(path)}: {error}"))
-            return None
+        compiled = self.compiled.get(text)
+        if compiled is None:
+            try:
+                compiled = self.compiled[text] = compile_expression(text)
+            except CelSyntaxError as error:
+                place = source.locate_in_scalar(path, error.line, error.column)
+                self.findings.append(Finding(place, "error", "cel-syntax",
+                                             f"{dotted(path)}: {error}"))
+                return None
+        for problem, line, column in compiled.refused_patterns:
+            place = source.locate_in_scalar(path, line, column)
+            self.findings.append(Finding(place, "error", "regex", f"{dotted(path)}: {problem}"))
+        return compiled
 
     # -- ToolContract
 
@@ -249,6 +253,8 @@ class _Compiler:
         except SchemaError as error:
             self.error(source, ("spec", "arguments", *error.absolute_path), "schema",
                        f"spec.arguments is not a valid JSON Schema: {error.message}")
+            return
+        if not self._patterns_linear(source, ("spec", "arguments"), schema):
             return
         self.contracts[ref.name] = self._contract(source, ref, spec, schema)
         self.contract_sources[ref.name] = source
@@ -305,7 +311,10 @@ class _Compiler:
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
         key = self.expression(source, (*path, "key"), item["key"])
         when = self.expression(source, (*path, "when"), item["when"]) if "when" in item else None
-        if key is None or ("when" in item and when is None):
+        visible = self.expression(source, (*path, "visible"), item["visible"]) \
+            if "visible" in item else None
+        if key is None or ("when" in item and when is None) or \
+                ("visible" in item and visible is None):
             return None
         return Lookup(
             name=item["name"],
@@ -313,6 +322,7 @@ class _Compiler:
             key=key,
             fields=_as_tuple(item.get("field", "id")),
             when=when,
+            visible=visible,
             many=item.get("many", "ambiguous"),
             candidate_fields=tuple(item.get("candidate_fields", ("id",))),
             record_schema=item.get("schema"),
@@ -383,8 +393,18 @@ class _Compiler:
             self.error(source, ("spec", name), "schema",
                        f"spec.{name} is not a valid JSON Schema: {error.message}")
             return None
+        if not self._patterns_linear(source, ("spec", name), spec[name]):
+            return None
         schema: Mapping[str, Any] = spec[name]
         return schema
+
+    def _patterns_linear(self, source: SourceDocument, path: NodePath, schema: Any) -> bool:
+        """Whether every pattern of a declared schema can be matched in linear time (RE2);
+        an error at each one that cannot."""
+        problems = list(refused_patterns(schema))
+        for place, problem in problems:
+            self.error(source, (*path, *place), "regex", f"{dotted((*path, *place))}: {problem}")
+        return not problems
 
     # -- RoutingTable
 

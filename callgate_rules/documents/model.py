@@ -123,6 +123,9 @@ class Lookup:
     key: CompiledExpression
     fields: tuple[str, ...]  # a record matches when any of these equals the key
     when: CompiledExpression | None
+    # which of the found records the actor may see (over ``record`` and the call's
+    # variables); the others are dropped before anything counts or reads them
+    visible: CompiledExpression | None
     many: str  # "ambiguous" or "list"
     candidate_fields: tuple[str, ...]
     record_schema: Mapping[str, Any] | None

@@ -76,28 +76,40 @@ DEFAULT_DENY: RawTraceEntry = ("authorize", "default", "deny", "no allow rule ma
 def may_see(
     policies: AccessPolicies, contract: Contract, tool_rules: ToolRules | None = None,
 ) -> MaySee:
-    """A filter for the candidates of a look-up with several matches: would the policy let
-    the actor act on this record? Only rules that can be evaluated with what is known so far
-    (no look-up still to come) take part. ``tool_rules``: the tool's rules, when the caller
-    has them already. Made once per tool."""
+    """A filter for the candidates of a look-up with several matches: may the actor act
+    on this record? It may not when an enforced deny reading the record holds, or when the
+    enforced allow rules could let the call through without the record and every one of
+    them is false with it. Rules are evaluated with what is known so far: a later look-up
+    is absent, and CEL's error absorption (``false && error`` is false) lets a rule decide
+    on the parts it can read; an error counts as "could allow". ``tool_rules``: the tool's
+    rules, when the caller has them already. Made once per tool."""
     rules = tool_rules.rules if tool_rules else policies.rules_for(contract.name)
+    allows = tuple(r for r in rules if r.effect == "allow" and r.mode == _ENFORCE)
+    denies = tuple(r for r in rules if r.effect == "deny" and r.mode == _ENFORCE)
 
     def visible(lookup: Lookup, record: Mapping[str, Any], variables: Mapping[str, Any]) -> bool:
         probe = {**variables, lookup.name: record}
-        relevant = [
-            r for r in rules
-            if lookup.name in r.when.variables and r.when.variables <= probe.keys()
-        ]
-        if not relevant:
-            return True
-        scratch: list[RawTraceEntry] = []
-        shadow: list[ShadowVerdict] = []
-        if any(_matches(r, probe, scratch, shadow) for r in relevant if r.effect == "deny"):
+        if any(_holds(r, probe) is True for r in denies if lookup.name in r.when.variables):
             return False
-        allows = [r for r in relevant if r.effect == "allow"]
-        return not allows or any(_matches(r, probe, scratch, shadow) for r in allows)
+        reading = [r for r in allows if lookup.name in r.when.variables]
+        if not reading:
+            return True
+        absent = {k: v for k, v in variables.items() if k != lookup.name}
+        if not any(_holds(r, absent) is not False for r in allows):
+            return True  # no allow could pass whatever the record: the rights decide, later
+        return any(_holds(r, probe) is not False for r in allows)
 
     return visible
+
+
+def _holds(rule: AccessRule, variables: Mapping[str, Any]) -> bool | None:
+    """What ``rule``'s condition says of ``variables``: True, False, or None (an error, or
+    not a bool)."""
+    try:
+        value = rule.when.evaluate(variables)
+    except CelEvaluationError:
+        return None
+    return value if isinstance(value, bool) else None
 
 
 def _matches(

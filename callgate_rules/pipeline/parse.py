@@ -1,8 +1,15 @@
-"""Step 2 — PARSE: exactly one bounded call, on the allowlist, with no undeclared field."""
+"""Step 2 — PARSE: exactly one bounded call, on the allowlist, with no undeclared field.
+
+The arguments hold JSON values only: a number JSON cannot carry (NaN, ±Infinity, a literal
+beyond a double's range), in a text or in an object handed over decoded, is
+``invalid_argument`` for its field before any bound sees it (every comparison with NaN is
+false, so ``maximum`` and ``exclusiveMinimum`` would both let it pass).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from functools import partial
@@ -10,7 +17,14 @@ from typing import Any, NamedTuple
 
 from callgate_rules.documents.model import FLAT_AND_OPEN, Contract, InputLimits
 from callgate_rules.pipeline.outcome import Rejection
-from callgate_rules.pipeline.propose import ProposedCall, decode_json
+from callgate_rules.pipeline.propose import (
+    NonFiniteNumber,
+    ProposedCall,
+    read_json,
+    refuse_non_finite,
+)
+from callgate_rules.pipeline.validate import example_call, expected_value
+from callgate_rules.regex import compile_pattern
 from callgate_rules.taxonomy import ErrorClass
 
 
@@ -69,6 +83,8 @@ def one_call(
     except Rejection as rejection:
         rejection.contract = contract
         raise
+    except NonFiniteNumber as number:
+        raise _non_finite(contract, number) from None
     if has_undeclared:
         field = ".".join(_first_undeclared(arguments, contract.arguments_schema, ()) or ())
         raise Rejection(
@@ -87,7 +103,8 @@ def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
         size = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogatepass"))
         if not raw or raw.isspace():
             return {}
-        raw = decode_json(raw, "arguments are") if size <= limits.max_bytes else None
+        raw = read_json(raw, "arguments are", finite=True) if size <= limits.max_bytes \
+            else None
     else:
         # An object arrives already decoded (Anthropic input, a parsed message): measure it
         # as the JSON it would be, so both spellings of one call meet the same bound.
@@ -153,13 +170,38 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) ->
                 elif isinstance(child, _WALKED):
                     stack.append((child, child_node, depth + 1))
                     continue
+                elif isinstance(child, float) and child - child != 0.0:  # NaN or ±inf
+                    refuse_non_finite(value)
                 if leaf_too_deep:
                     raise _too_deep(limits)
         elif isinstance(item, list):
             stack.extend((child, None, depth + 1) for child in item)
         elif isinstance(item, str):
             _check_text(item, "string", limits)
+        elif isinstance(item, float) and item - item != 0.0:
+            refuse_non_finite(value)
     return undeclared
+
+
+def _non_finite(contract: Contract, number: NonFiniteNumber) -> Rejection:
+    """``invalid_argument`` for a number JSON cannot carry, in the words of a schema failure:
+    a JSON Schema ``number`` is a JSON number, which NaN and the infinities are not."""
+    spelling = "NaN" if math.isnan(number.value) else \
+        ("Infinity" if number.value > 0 else "-Infinity")
+    problem = f"{spelling} is not a finite number"
+    return Rejection(
+        ErrorClass.INVALID_ARGUMENT,
+        f"argument {number.field!r}: {problem}",
+        rule=f"{contract.name}/schema",
+        agent_message=(
+            f"Argument `{number.field}` of {contract.name} is invalid: {problem} (a number "
+            "too large to represent reads as Infinity). A valid value: "
+            f"{expected_value(contract, number.field)}."
+        ),
+        hint=example_call(contract),
+        extra={"field": number.field},
+        contract=contract,
+    )
 
 
 _WALKED = (dict, list, str)  # what the walk descends into (a tuple: checked fastest)
@@ -216,4 +258,6 @@ def _first_undeclared(
 
 
 def _matches_pattern_property(key: str, schema: Mapping[str, Any]) -> bool:
-    return any(re.search(pattern, key) for pattern in schema.get("patternProperties", {}))
+    """As the argument schema's validator has it: RE2 patterns, searched in linear time."""
+    return any(compile_pattern(pattern).search(key)
+               for pattern in schema.get("patternProperties", {}))

@@ -321,6 +321,8 @@ class _Writer:
                   f"{pad}        found = _validate.records_of(found)",
                   f"{pad}except Exception as error:",
                   f"{pad}    return _validate.resolver_failed(_contract, {name}, error)"]
+        if lookup.visible is not None:  # records the actor may not see count as absent
+            lines.append(f"{pad}found = _validate.visible_records({name}, found, variables)")
         if lookup.many == "list":
             lines += [f"{pad}found = _validate.candidates({name}, found, variables, _may_see)",
                       f"{pad}variables[{lookup.name!r}] = found",

@@ -12,11 +12,19 @@ Recognised shapes (a JSON text, bytes, or the decoded object):
 - plain ``{"name": ..., "arguments": ...}`` with arguments as a JSON string or an object.
 
 This step only finds the calls; ``parse`` bounds them and takes exactly one.
+
+A JSON text is read by ``read_json``: what ``json.loads`` reads, except that an object
+repeating a key is ``malformed`` (decoders disagree on which of the two it means, so the
+text does not say which call it is: ``{"name": "readTicket", ..., "name": "deleteTicket"}``
+must not quietly become the second tool), and, for the arguments, a number JSON cannot
+carry (``NaN``, ``Infinity``, a literal beyond a double's range) is ``NonFiniteNumber``,
+which ``parse`` makes ``invalid_argument`` for the field.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple, TypeGuard
@@ -56,7 +64,7 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
         size = len(output) if output.isascii() else len(output.encode("utf-8", "surrogatepass"))
         if size > limits.max_bytes:
             raise _too_large(size, limits)
-        output = decode_json(output, "model output is")
+        output = read_json(output, "model output is")
     calls = _one_chat_call(output) or _calls_in(output)
     if calls is None:
         raise Rejection(
@@ -75,7 +83,9 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
 # ``json.loads``, which then decides, so a text means exactly what it means to ``json``
 # (tests/test_json_decoding.py holds the two to that).
 _fast_decode = msgspec.json.Decoder().decode
+_fast_encode = msgspec.json.Encoder().encode
 _FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
+_REFUSED = object()
 
 
 def entry(calls: list[ProposedCall]) -> RawTraceEntry:
@@ -92,14 +102,51 @@ def _proposed(format: str, calls: int) -> RawTraceEntry:
 _ONE_CALL_IN = {format: _proposed(format, 1) for format in FORMATS}  # the commonest, made once
 
 
+class NonFiniteNumber(ValueError):
+    """A number JSON cannot carry, read from the arguments: NaN, ±Infinity, or a literal
+    beyond a double's range (which Python reads as infinity). Never compared with a bound:
+    NaN passes every comparison's negation, so ``NaN > 10000`` would not refuse it."""
+
+    def __init__(self, field: str, value: float) -> None:
+        super().__init__(f"{field}: {value}")
+        self.field = field
+        self.value = value
+
+
+def read_json(text: str, what: str, *, finite: bool = False) -> Any:
+    """The model's JSON text as the gate reads it (see the module's docstring): malformed
+    when it is not JSON or an object repeats a key; with ``finite``, ``NonFiniteNumber``
+    for the first number JSON cannot carry. ``what`` names the text with its verb."""
+    value = _decode_fast(text)
+    if value is _REFUSED:
+        value = _decode_exact(text, what)
+        if finite:  # msgspec refuses every text that holds such a number: only here
+            refuse_non_finite(value)
+    if _may_repeat_a_key(text, value):
+        key = _repeated_key(text)
+        if key is not None:
+            raise Rejection(ErrorClass.MALFORMED, f"{what} ambiguous: the key {key[:100]!r} "
+                            "appears twice in one object")
+    return value
+
+
 def decode_json(text: str, what: str) -> Any:
     """``json.loads`` with every way it can fail turned into ``malformed``; ``what`` names
     the text with its verb ("arguments are")."""
+    value = _decode_fast(text)
+    return _decode_exact(text, what) if value is _REFUSED else value
+
+
+def _decode_fast(text: str) -> Any:
     if type(text) is str:  # msgspec takes no str subclass
         try:
             return _fast_decode(text)
         except _FAST_REFUSALS:
             pass
+    return _REFUSED
+
+
+def _decode_exact(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -111,6 +158,62 @@ def decode_json(text: str, what: str) -> Any:
         raise Rejection(ErrorClass.MALFORMED, f"{what} nested too deeply") from None
     except ValueError as error:  # e.g. an integer literal of thousands of digits
         raise Rejection(ErrorClass.MALFORMED, f"{what} not readable: {error}") from None
+
+
+def _may_repeat_a_key(text: str, value: Any) -> bool:
+    """``False`` only when no object of ``text`` repeats a key, decided without a second
+    reading: outside strings, a JSON text has exactly one ``:`` per member, so its colons
+    number the members plus the colons inside its strings — the same count as the decoded
+    value's, re-encoded (one per key kept, and the strings kept), unless a repeated key was
+    dropped with its value. An escaped colon (``\\u003a``) would spoil the count: such a
+    text, or one msgspec cannot encode back, is read again exactly."""
+    if "\\u003a" in text or "\\u003A" in text:
+        return True
+    try:
+        return text.count(":") != _fast_encode(value).count(b":")
+    except (msgspec.EncodeError, OverflowError, TypeError, UnicodeError):
+        return True
+
+
+class _RepeatedKey(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return result
+
+
+def _repeated_key(text: str) -> str | None:
+    """The first key an object of ``text`` (valid JSON) repeats, or ``None``."""
+    try:
+        json.loads(text, object_pairs_hook=_unique_pairs)
+    except _RepeatedKey as repeated:
+        return str(repeated.args[0])
+    except (ValueError, RecursionError):
+        return None  # read once already; the first reading decided how it fails
+    return None
+
+
+def refuse_non_finite(value: Any) -> None:
+    """Raise ``NonFiniteNumber`` for the first non-finite number in ``value`` (arguments),
+    naming its field; iteratively, as a hostile value may nest deeply."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise NonFiniteNumber(".".join(path) or "arguments", item)
+        if isinstance(item, dict):
+            stack.extend((child, (*path, str(key))) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((child, (*path, str(index)))
+                         for index, child in reversed(list(enumerate(item))))
 
 
 def _too_large(size: int, limits: InputLimits) -> Rejection:

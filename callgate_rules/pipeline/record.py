@@ -8,13 +8,15 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Contract
 from callgate_rules.integrations import provenance
-from callgate_rules.pipeline import parse
 from callgate_rules.pipeline.decision import ShadowVerdict
 from callgate_rules.taxonomy import ErrorClass, Route
+
+if TYPE_CHECKING:  # a type only: parse reads validate, which reads MASK from here
+    from callgate_rules.pipeline import parse
 
 
 def log_record(

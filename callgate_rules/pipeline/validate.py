@@ -205,6 +205,23 @@ def records_of(found: Any) -> Sequence[Record]:
     return records
 
 
+def visible_records(lookup: Lookup, found: Sequence[Record],
+                    variables: Mapping[str, Any]) -> list[Record]:
+    """The found records the actor may see by the look-up's ``visible`` rule; one it
+    cannot be evaluated on is not shown (fail closed). The others are absent for every
+    rule, route and provenance after this: "not yours" reads exactly like "no record"."""
+    assert lookup.visible is not None
+    kept = []
+    for record in found:
+        try:
+            shown = lookup.visible.evaluate({**variables, "record": record}) is True
+        except CelEvaluationError:
+            shown = False
+        if shown:
+            kept.append(record)
+    return kept
+
+
 def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rejection:
     """The rejection of a call whose records could not be read: the resolver raised or
     returned junk. The host's words stay in the log; the model hears only that the check

@@ -23,7 +23,11 @@ from callgate_rules.authoring.lint.declarations import (
     check_routes,
     check_unknown_outcomes,
 )
-from callgate_rules.authoring.lint.disclosure import check_disclosure, check_forbidden_routes
+from callgate_rules.authoring.lint.disclosure import (
+    check_disclosure,
+    check_forbidden_routes,
+    check_unnarrowed_lookups,
+)
 from callgate_rules.authoring.lint.expressions import (
     check_fields,
     check_message_fields,
@@ -66,6 +70,7 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_allows_always_denied,
     check_unknown_outcomes,
     check_forbidden_routes,
+    check_unnarrowed_lookups,
 )
 
 

@@ -109,3 +109,26 @@ def check_forbidden_routes(compilation: Compilation) -> Iterator[Finding]:
                               f"{name} rule {rule.name}: a forbidden rule routed to "
                               f"{rule.route} goes on with a refused call or lets the model try "
                               f"again and probe which records exist; {advice}")
+
+
+def check_unnarrowed_lookups(compilation: Compilation) -> Iterator[Finding]:
+    """A look-up whose records no access rule reads and no ``visible`` narrows reaches the
+    rules, the routes and provenance whatever the actor may see: another tenant's record
+    then answers differently from no record, which tells the model it exists."""
+    for name, contract in compilation.contracts.items():
+        source = compilation.contract_sources[name]
+        places = item_paths(source, ("spec", "lookups"))
+        applying = [rule for rule in compilation.access_rules if rule.applies_to(name)]
+        if not applying:
+            continue  # no rights at all: denied by default, another check says so
+        reading = {variable for rule in applying for variable in rule.when.variables}
+        for lookup in contract.lookups:
+            if lookup.visible is not None or lookup.name in reading:
+                continue
+            yield Finding(field_at(source, places, lookup.location, "name"), "warning",
+                          "unnarrowed-lookup",
+                          f"{name} lookup {lookup.name}: no access rule reads {lookup.name} "
+                          "and it declares no `visible`, so records the actor may not see "
+                          "reach the rules, routes and provenance; add e.g. `visible: "
+                          "record.tenant == actor.tenant` (or an access rule reading "
+                          f"{lookup.name})")

@@ -31,6 +31,10 @@ def _expressions(compilation: Compilation, contract: Contract
         if lookup.when is not None:
             yield (f"lookups.{lookup.name}.when", lookup.when, frozenset(known),
                    field_at(source, lookups, lookup.location, "when"))
+        if lookup.visible is not None:  # over each found record, before it is bound
+            yield (f"lookups.{lookup.name}.visible", lookup.visible,
+                   frozenset(known | {"record"}),
+                   field_at(source, lookups, lookup.location, "visible"))
         known.add(lookup.name)
     for rule in contract.rules:
         yield (f"rules.{rule.name}", rule.expression, frozenset(known),
