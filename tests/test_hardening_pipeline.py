@@ -368,3 +368,21 @@ def test_another_tenants_record_is_not_a_candidate(both_ways: Outcomes, gate: Ga
         FOLLOW_UP, actor=dana, now=NOW)
     assert hidden.agent_message == missing.agent_message
     assert hidden.user_message == missing.user_message
+
+
+def test_a_lone_surrogate_in_a_tool_name_is_shown_escaped_on_the_cli(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from .conftest import DANA_FILE, REPO
+
+    call = tmp_path / "call.json"
+    call.write_text('{"name": "\\ud800x", "arguments": {}}', encoding="utf-8")
+    for output in ("text", "json"):
+        done = subprocess.run(
+            [sys.executable, "-m", "callgate_rules.cli", "check", "--call", str(call),
+             "--actor", str(DANA_FILE), "--format", output],
+            capture_output=True, cwd=REPO, timeout=120)
+        assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+        assert done.returncode in (0, 1)
+        assert b"unknown_tool" in done.stdout

@@ -13,6 +13,7 @@ traceback.
 
 from __future__ import annotations
 
+import io
 import sys
 from typing import Any
 
@@ -30,6 +31,11 @@ class CallgateGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Text from the model or a file may hold what the terminal's encoding cannot show
+        # (a lone surrogate): it is shown escaped, never a UnicodeEncodeError.
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
         except CallgateError as error:
