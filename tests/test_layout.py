@@ -5,9 +5,9 @@
 - the ``Gate`` class (``callgate_rules/pipeline/gate.py``) at most 350 lines;
 - no function over 60 lines in ``callgate_rules/pipeline/`` (the decision path).
 
-Sizes are counted as ``/work/tools/sizes.py`` counts them: a module by its lines, a class or
-function from its ``def``/``class`` line to its last line (docstring included, decorators
-not). Everything is read from the source with ``ast``; nothing is imported.
+Sizes are counted as the issue measured them: a module by its lines, a class or function
+from its ``def``/``class`` line to its last line (docstring included, decorators not).
+Everything is read from the source with ``ast``; nothing is imported.
 
 How the import graph counts
 ---------------------------
