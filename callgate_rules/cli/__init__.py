@@ -2,9 +2,10 @@
 
 The commands are grouped by what they work on, as the library is: ``harness`` (check one
 call, simulate scenarios, run policy tests, score a control set), ``authoring`` (lint, fmt,
-export, catalog) and ``store`` (receipts, the review queue). This module puts them under
-one group, which is the one place a ``CallgateError`` becomes a message and an exit code:
-each exception class carries its ``exit_code``, as click's own exceptions do.
+export, catalog), ``store`` (receipts, the review queue) and ``gateway`` (the MCP gateway,
+``init --from-mcp``). This module puts them under one group, which is the one place a
+``CallgateError`` becomes a message and an exit code: each exception class carries its
+``exit_code``, as click's own exceptions do.
 
 Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios),
 2 bad input (a file that cannot be read, a bad option) — always one clear line, never a

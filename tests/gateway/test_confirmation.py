@@ -10,11 +10,27 @@ from typing import Any
 import mcp_types as types
 import pytest
 from click.testing import CliRunner
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from callgate_rules.cli import main
 from callgate_rules.store import open_store
 
-from .conftest import TRANSPORTS, connected, meta_of, text_of, unique
+from .conftest import (
+    ACTOR_FILE,
+    CLAIMS,
+    DOCUMENTS,
+    GATEWAY,
+    REPO,
+    TRANSPORTS,
+    Upstream,
+    connected,
+    meta_of,
+    text_of,
+    unique,
+    upstream_command,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +126,34 @@ async def test_a_reference_declined_with_callgate_review_writes_nothing(
         upstream = gateway.upstream
     assert refused.is_error and "alice declined it (not to Bo)" in text_of(refused)
     assert upstream.messages(text) == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("action", ["accept", "decline"])
+async def test_a_2026_client_confirms_through_an_input_required_round_trip(
+        transport: str, action: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The high-level ``mcp.Client`` speaks the 2026-07-28 protocol: no server-to-client
+    request, but an ``input_required`` answer that its retry fulfils."""
+    text, person = unique(f"modern-{action}"), Person(action)
+    if transport == "stdio":
+        state = tmp_path / "state"
+        server: Any = StdioServerParameters(command=GATEWAY[0], args=[
+            *GATEWAY[1:], "--upstream-command", upstream_command(state), "--store",
+            f"sqlite:///{tmp_path / 's.db'}", "--actor", str(ACTOR_FILE), *DOCUMENTS],
+            cwd=str(REPO))
+        async with Client(server, elicitation_callback=person) as client:
+            assert client.session.protocol_version == "2026-07-28"
+            result = await client.call_tool("sendMessage", message(text))
+        upstream = Upstream(state)
+    else:
+        gateway, upstream = request.getfixturevalue("http_gateway")
+        token = request.getfixturevalue("keys").token(CLAIMS)
+        async with create_mcp_http_client(
+                headers={"Authorization": f"Bearer {token}"}) as http:
+            async with Client(streamable_http_client(gateway.url, http_client=http),
+                              elicitation_callback=person) as client:
+                assert client.session.protocol_version == "2026-07-28"
+                result = await client.call_tool("sendMessage", message(text))
+    assert len(person.asked) == 1
+    assert len(upstream.messages(text)) == (1 if action == "accept" else 0)
+    assert result.is_error is (action != "accept")
