@@ -1,5 +1,8 @@
 """The compiled schema check gives jsonschema's verdicts, differentially.
 
+The jsonschema meant is the gate's: ``GateValidator``, Draft 2020-12 whose patterns have
+RE2's meaning (``$`` only at the very end, ASCII ``\\d``) and run in linear time.
+
 ``schemacheck`` answers "valid or not" on the hot path and ``jsonschema`` explains a failure,
 so the two must never disagree: on the reference contracts' argument schemas, the actor and
 session schemas and the document schemas, and on generated schemas and instances.
@@ -26,7 +29,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 
 from callgate_rules.documents.compiler import FORMAT_CHECKER, closed_objects, document_schema
-from callgate_rules.documents.schemacheck import compile_check, validity_check
+from callgate_rules.documents.schemacheck import GateValidator, compile_check, validity_check
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -48,7 +51,7 @@ def every_error_read(validator: Validator) -> Callable[[Any], bool]:
 
 def jsonschema_outcome(schema: Any, instance: Any,
                        format_checker: FormatChecker | None = FORMAT_CHECKER) -> object:
-    validator = Draft202012Validator(schema, format_checker=format_checker)
+    validator = GateValidator(schema, format_checker=format_checker)
     return outcome(every_error_read(validator), instance)
 
 
@@ -86,7 +89,7 @@ def reference_policy_schemas() -> dict[str, Any]:
 REFERENCE = {**reference_argument_schemas(), **reference_policy_schemas()}
 REFERENCE_CHECKS = {
     name: (compile_check(schema, FORMAT_CHECKER),
-           every_error_read(Draft202012Validator(schema, format_checker=FORMAT_CHECKER)))
+           every_error_read(GateValidator(schema, format_checker=FORMAT_CHECKER)))
     for name, schema in REFERENCE.items()}
 
 

@@ -12,7 +12,7 @@ Values crossing this border are plain Python: ``dict``, ``list``, ``str``, ``int
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ from celpy import celtypes
 from lark import Token, Tree
 
 from callgate_rules.cel.compiler import Compiled, Inline, compile_program
+from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, pattern_problem
 
 # Re-exported: the errors are part of this interface (``from ...expression import
 # CelEvaluationError`` keeps working), though they live below the compiler, in ``errors``.
@@ -46,6 +47,10 @@ class CompiledExpression:
     evaluate: Callable[[Mapping[str, Any]], Any] = field(repr=False, compare=False)
     # the compiled code to inline in other generated code, where it allows that
     inline: Inline | None = field(default=None, repr=False, compare=False)
+    # literal patterns RE2 refuses: (what is wrong, line, column of the literal), 1-based.
+    # Evaluating such a call is an error (lazily, as CEL has it); the document compiler
+    # refuses the document at load, naming the place.
+    refused_patterns: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
 
     def __call__(self, variables: Mapping[str, Any]) -> Any:
         return self.evaluate(variables)
@@ -89,7 +94,38 @@ def compile_expression(source: str) -> CompiledExpression:
         guarded=frozenset(guarded),
         evaluate=compiled.evaluate if compiled is not None else _interpreted(tree),
         inline=compiled.inline if compiled is not None else None,
+        refused_patterns=tuple(
+            (f"pattern {pattern!r} of {function}(): {problem}", token.line, token.column)
+            for function, pattern, token in _literal_patterns(tree)
+            if (problem := pattern_problem(pattern)) is not None),
     )
+
+
+def _literal_patterns(tree: Tree) -> Iterator[tuple[str, str, Token]]:
+    """(function, pattern, its token) for every string literal passed as a pattern."""
+    for node in tree.iter_subtrees():
+        if node.data == "member_dot_arg":
+            name = str(node.children[1])
+            arguments = [node.children[0], *_exprlist(node.children[2:])]
+        elif node.data == "ident_arg":
+            name = str(node.children[0])
+            arguments = _exprlist(node.children[1:])
+        else:
+            continue
+        index = PATTERN_ARGUMENTS.get(name)
+        if index is None or index >= len(arguments):
+            continue
+        primary = _unwrap(arguments[index])
+        literal = primary.children[0] if primary.data == "primary" and primary.children \
+            else None
+        if not (isinstance(literal, Tree) and literal.data == "literal"):
+            continue
+        token = literal.children[0]
+        if isinstance(token, Token) and token.type in ("STRING_LIT", "MLSTRING_LIT"):
+            try:
+                yield name, str(celpy.evaluation.celstr(token)), token
+            except ValueError:
+                continue  # an invalid literal is reported when evaluated, as before
 
 
 def _compile_fast(tree: Tree) -> Compiled | None:

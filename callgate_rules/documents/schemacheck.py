@@ -5,8 +5,11 @@ every keyword of every subschema it visits, which made it the most expensive ste
 decision although nearly every call is valid. On the hot path the gate only needs the
 verdict; the detailed error is asked of ``jsonschema`` afterwards, and only when this
 predicate says "invalid". So ``jsonschema`` stays the source of truth for the messages, and
-this module must give exactly its verdicts (Draft 2020-12, with the gate's format checker)
-— ``tests/test_schemacheck.py`` checks that differentially.
+this module must give exactly its verdicts — ``tests/test_schemacheck.py`` checks that
+differentially. That ``jsonschema`` is ``GateValidator``, defined here: Draft 2020-12 with the
+gate's format checker, whose ``pattern``, ``patternProperties`` and ``additionalProperties``
+match with RE2 semantics in time linear in the text (``callgate_rules.regex``), not with
+Python's backtracking ``re``; the compiled predicate searches with the same patterns.
 
 Covered: boolean schemas, ``type``, ``enum``, ``const``, ``properties``, ``required``,
 ``additionalProperties``, ``patternProperties``, ``propertyNames``, ``minProperties``,
@@ -24,8 +27,10 @@ both, as are ``then``/``else`` without ``if`` and ``minContains``/``maxContains`
 
 Subtleties kept as ``jsonschema`` has them: ``true``/``false`` are neither integers nor
 numbers; ``1.0`` is an integer; lengths count code points; ``pattern`` searches, it does not
-match; ``enum``/``const`` tell ``1`` from ``true``; ``additionalProperties`` sees the
-``patternProperties`` joined into one alternation.
+match; ``enum``/``const`` tell ``1`` from ``true``. And as ``GateValidator`` has it: a
+pattern has RE2's meaning (``$`` only at the very end, ``\\d`` ASCII digits), and
+``additionalProperties`` leaves a property alone when any ``patternProperties`` pattern
+matches it.
 
 How: the schema becomes Python source, one function per subschema that has subschemas of
 its own, with the checks of leaf subschemas (a string with a pattern, a bounded number)
@@ -37,13 +42,16 @@ as ``repr`` string literals.
 from __future__ import annotations
 
 import numbers
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+
+from callgate_rules.regex import PatternError, compile_pattern
 
 Check = Callable[[Any], bool]
 
@@ -64,12 +72,72 @@ class _Unsupported(Exception):
     """The schema needs something this module does not compile."""
 
 
+# The validator whose verdicts these are: Draft 2020-12 with RE2 patterns -----------------------
+
+
+# A keyword's function gets the validator itself (jsonschema's protocol does not declare the
+# ``descend`` it calls), hence ``Any``.
+def _pattern(validator: Any, pattern: str, instance: Any,
+             schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not compile_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Mapping[str, Any], instance: Any,
+                        schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        search = compile_pattern(pattern).search
+        for key, value in instance.items():
+            if search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any,
+                           schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """jsonschema's keyword, but a property is additional when it is not declared and no
+    pattern of ``patternProperties`` matches it (jsonschema joins the patterns into one
+    alternation for Python's ``re``, which a flag such as ``(?i)`` would change)."""
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties", {})
+    searches = [compile_pattern(each).search for each in schema.get("patternProperties", {})]
+    extras = {key for key in instance
+              if key not in declared and not any(search(key) for search in searches)}
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
+        else:
+            names = sorted(extras, key=str)
+            verb = "was" if len(names) == 1 else "were"
+            yield ValidationError("Additional properties are not allowed "
+                                  f"({', '.join(repr(name) for name in names)} {verb} "
+                                  "unexpected)")
+
+
+# ``extend`` makes a class of the same make as Draft202012Validator (not a subclass of it).
+GateValidator: type[Draft202012Validator] = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, validators={
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    })
+GateValidator.__name__ = GateValidator.__qualname__ = "GateValidator"
+
+
 def validity_check(validator: Validator) -> Check:
     """The fastest exact verdict for ``validator``: the compiled predicate when the schema
     can be compiled, else ``validator.is_valid``."""
-    if type(validator) is not Draft202012Validator:  # other drafts differ in details
+    if type(validator) is not GateValidator:  # other drafts and Python's re differ in details
         return validator.is_valid
-    check = compile_check(validator.schema, validator.format_checker)
+    check = compile_check(validator.schema, getattr(validator, "format_checker", None))
     return check if check is not None else validator.is_valid
 
 
@@ -80,7 +148,7 @@ def compile_check(schema: Any, format_checker: FormatChecker | None = None) -> C
     an annotation)."""
     try:
         return _Generator(format_checker).compile(schema)
-    except (_Unsupported, re.error, RecursionError, SyntaxError):
+    except (_Unsupported, PatternError, RecursionError, SyntaxError):
         return None
 
 
@@ -300,8 +368,8 @@ class _Generator:
 
     def string_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         if "pattern" in schema:
-            search = self.constant(re.compile(_str(schema["pattern"])).search)
-            yield self.fail(f"{search}({var}) is None", depth)
+            search = self.constant(compile_pattern(_str(schema["pattern"])).search)
+            yield self.fail(f"not {search}({var})", depth)
         if "minLength" in schema:
             yield self.fail(f"len({var}) < {self.number(schema['minLength'])}", depth)
         if "maxLength" in schema:
@@ -341,8 +409,8 @@ class _Generator:
             key, item = self.name("key"), self.name("item")
             matching: list[str] = []
             for pattern, subschema in patterns.items():
-                search = self.constant(re.compile(_str(pattern)).search)
-                matching += self.block(f"{pad}    if {search}({key}) is not None:",
+                search = self.constant(compile_pattern(_str(pattern)).search)
+                matching += self.block(f"{pad}    if {search}({key}):",
                                        self.child(subschema, item, depth + 2))
             yield from self.block(f"{pad}for {key}, {item} in {var}.items():", matching)
         if "additionalProperties" in schema:
@@ -365,14 +433,13 @@ class _Generator:
             return
         pad = "    " * depth
         declared = self.constant(frozenset(_dict(schema.get("properties", {}))))
-        # jsonschema joins the patterns into one alternation for this keyword; so must we.
-        joined = "|".join(_dict(schema.get("patternProperties", {})))
-        if extra is False and not joined:
+        patterns = _dict(schema.get("patternProperties", {}))
+        if extra is False and not patterns:
             yield self.fail(f"not {var}.keys() <= {declared}", depth)
             return
         key, item = self.name("key"), self.name("item")
-        matched = f" or {self.constant(re.compile(joined).search)}({key}) is not None" \
-            if joined else ""
+        matched = "".join(f" or {self.constant(compile_pattern(_str(pattern)).search)}({key})"
+                          for pattern in patterns)
         body = self.child(extra, item, depth + 2)
         if body:
             yield f"{pad}for {key}, {item} in {var}.items():"

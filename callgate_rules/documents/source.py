@@ -4,6 +4,11 @@ PyYAML's composer already knows the line and column of each node; we keep them i
 from the node's path (``("spec", "rules", 2, "expression")``) to its place, so any later
 error — a schema violation, a CEL syntax error, an unknown field — can point at the file,
 line and column a person has to edit.
+
+Reading is bounded (``MAX_YAML_BYTES``, ``MAX_YAML_DEPTH``, ``MAX_YAML_NODES``): a file too
+large, too deep, or that expands past the node bound through aliases (an alias bomb) is
+refused with one ``InputError`` naming the file, in time and memory proportional to the
+bound, before anything walks or constructs its data. Only YAML's safe tags are read.
 """
 
 from __future__ import annotations
@@ -120,39 +125,138 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _record_places(
-    node: yaml.Node, path: NodePath, places: dict[NodePath, tuple[int, int]],
-    scalars: dict[NodePath, tuple[str | None, int, int]],
-) -> None:
-    places[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.ScalarNode):
-        end = node.end_mark.line + (1 if node.end_mark.column else 0)
-        scalars[path] = (node.style, node.start_mark.line + 1, max(end, node.start_mark.line + 1))
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            _record_places(value_node, (*path, key), places, scalars)
-            # a key's own place is better than its value's for "unknown field" errors
-            places[(*path, key, "<key>")] = (
-                key_node.start_mark.line + 1,
-                key_node.start_mark.column + 1,
-            )
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _record_places(item, (*path, index), places, scalars)
+# Bounds -----------------------------------------------------------------------------------------
+
+# Every YAML file callgate reads — documents, PolicyTests, scenarios, worlds, calls — is held
+# to these, far above any real configuration (the largest file shipped is 9 KB, 9 levels
+# deep, 640 nodes) and far below what would exhaust memory or the interpreter's stack. An
+# alias counts as a copy of what it names: nine levels of ``&a [*a, *a, ...]`` are a few
+# hundred bytes of text but 9**9 nodes to anything that walks the data.
+MAX_YAML_BYTES = 4 * 1024 * 1024
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
 
 
-# libyaml composes about ten times faster; where it is missing, or the text has an error,
-# the pure-Python composer runs, so every error message reads the same.
-_FAST_COMPOSER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
+def _refusal(path: str, mark: Any, problem: str) -> InputError:
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    return InputError(f"{where}: error YAML {problem}")
+
+
+def _too_large(path: str, size: int) -> InputError:
+    return InputError(f"{path}: the file is {size:,} bytes, more than the {MAX_YAML_BYTES:,} "
+                      "bytes callgate reads from one file; split it into several files")
+
+
+def _too_deep(path: str, mark: Any) -> InputError:
+    return _refusal(path, mark, f"nested deeper than {MAX_YAML_DEPTH} levels (or an alias "
+                    "names a node that holds it); no callgate document needs that many")
+
+
+def _too_many(path: str, mark: Any) -> InputError:
+    return _refusal(path, mark, f"more than {MAX_YAML_NODES:,} nodes once aliases are "
+                    "expanded (an alias counts as a copy of what it names); no callgate "
+                    "document needs that many")
+
+
+def _check_events(text: str, path: str, loader: type[Any]) -> None:
+    """Refuse nesting past ``MAX_YAML_DEPTH`` and more than ``MAX_YAML_NODES`` nodes from
+    the parser's events, streamed and dropped (no recursion, memory independent of the
+    text), before a composer holds every node of the text at once."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _too_deep(path, event.start_mark)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+            continue
+        elif not isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
+            continue
+        nodes += 1
+        if nodes > MAX_YAML_NODES:
+            raise _too_many(path, event.start_mark)
+
+
+def _may_hold_too_many_nodes(text: str) -> bool:
+    """Whether ``text`` could compose into more than ``MAX_YAML_NODES`` nodes: YAML begins
+    each node after one of these characters (or at the start), and a mapping's key and value
+    share one, so twice their count bounds the nodes. Real files are far below it."""
+    marks = sum(text.count(char) for char in "[{,:-?\n")
+    return 2 * marks + 2 > MAX_YAML_NODES
+
+
+class _Places:
+    """The place of every node of one composed document, recorded before anything is
+    constructed from it — and the refusal of a document that nests deeper than
+    ``MAX_YAML_DEPTH`` or holds more than ``MAX_YAML_NODES`` nodes once its aliases are
+    expanded (the walk follows aliases, so it stops at the bound, not at 9**9), or holds a
+    key that is not a plain value."""
+
+    def __init__(self, file: str, root: yaml.Node) -> None:
+        self.file = file
+        self.left = MAX_YAML_NODES
+        self.places: dict[NodePath, tuple[int, int]] = {}
+        self.scalars: dict[NodePath, tuple[str | None, int, int]] = {}
+        self.record(root, ())
+
+    def record(self, node: yaml.Node, path: NodePath) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _too_many(self.file, node.start_mark)
+        start = node.start_mark
+        self.places[path] = (start.line + 1, start.column + 1)
+        if isinstance(node, yaml.ScalarNode):
+            end = node.end_mark.line + (1 if node.end_mark.column else 0)
+            self.scalars[path] = (node.style, start.line + 1, max(end, start.line + 1))
+            return
+        if len(path) >= MAX_YAML_DEPTH:  # also where an alias names a node holding it
+            raise _too_deep(self.file, start)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise _refusal(self.file, key_node.start_mark, "a key must be a plain "
+                                   "value such as a name, not a list or a mapping")
+                key = key_node.value
+                self.record(value_node, (*path, key))
+                # a key's own place is better than its value's for "unknown field" errors
+                self.places[(*path, key, "<key>")] = (
+                    key_node.start_mark.line + 1,
+                    key_node.start_mark.column + 1,
+                )
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                self.record(item, (*path, index))
+
+
+def _libyaml_bounds_nesting() -> bool:
+    """libyaml refuses nesting past 1,000 levels since 0.2.5; older, its composer (C code)
+    would recurse as deep as the text nests."""
+    try:
+        version = tuple(int(part) for part in yaml._yaml.get_version_string().split(".")[:3])
+    except (AttributeError, ValueError):
+        return False
+    return version >= (0, 2, 5)
+
+
+# libyaml composes about ten times faster; where it is missing (or too old to bound its own
+# nesting), or the text has an error, the pure-Python composer runs, so every error message
+# reads the same.
+_FAST_COMPOSER: type[Any] | None = getattr(yaml, "CSafeLoader", None) \
+    if _libyaml_bounds_nesting() else None
 
 
 def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
-    """Every document in ``text``; raises ``InputError`` naming the line on a YAML error."""
+    """Every document in ``text``; raises ``InputError`` naming the line on a YAML error or
+    on a broken bound (bytes, depth, nodes after alias expansion)."""
+    if len(text) > MAX_YAML_BYTES // 4:  # below that, no encoding can exceed the bound
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_YAML_BYTES:
+            raise _too_large(path, size)
     if _FAST_COMPOSER is not None:
         try:
             return _documents(text, path, _FAST_COMPOSER)
-        except (yaml.YAMLError, InputError):
+        except yaml.YAMLError:
             pass
     return _documents(text, path, _Loader)
 
@@ -161,21 +265,21 @@ def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument
     documents: list[SourceDocument] = []
     lines = tuple(text.splitlines())
     try:
+        # the pure-Python composer recurses as deep as the text nests; either holds every node
+        if composer is _Loader or _may_hold_too_many_nodes(text):
+            _check_events(text, path, composer)
         for index, node in enumerate(yaml.compose_all(text, Loader=composer)):
             if node is None:
                 continue
-            loader = _Loader("")
-            data = loader.construct_document(node)
-            places: dict[NodePath, tuple[int, int]] = {}
-            scalars: dict[NodePath, tuple[str | None, int, int]] = {}
-            _record_places(node, (), places, scalars)
-            documents.append(SourceDocument(path, data, places, index, scalars, lines))
+            recorded = _Places(path, node)  # bounded: before anything builds the data
+            data = _Loader("").construct_document(node)
+            documents.append(SourceDocument(path, data, recorded.places, index,
+                                            recorded.scalars, lines))
     except yaml.MarkedYAMLError as error:
         if composer is not _Loader:
             raise
         mark = error.problem_mark or error.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise InputError(f"{where}: error YAML {error.problem or error.context}") from None
+        raise _refusal(path, mark, str(error.problem or error.context)) from None
     except yaml.YAMLError as error:
         if composer is not _Loader:
             raise
@@ -183,12 +287,20 @@ def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument
     return documents
 
 
-def read_documents(path: Path) -> list[SourceDocument]:
+def read_text(path: Path, what: str = "") -> str:
+    """A file's text, refused before reading if it is larger than ``MAX_YAML_BYTES``."""
+    about = f" {what}" if what else ""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise _too_large(str(path), size)
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read: {error}") from None
-    return parse_yaml_text(text, str(path))
+        raise InputError(f"{path}: cannot read{about}: {error}") from None
+
+
+def read_documents(path: Path) -> list[SourceDocument]:
+    return parse_yaml_text(read_text(path), str(path))
 
 
 def iter_yaml_files(paths: list[Path]) -> Iterator[Path]:
@@ -203,22 +315,65 @@ def iter_yaml_files(paths: list[Path]) -> Iterator[Path]:
 
 
 def read_data_file(path: str, what: str) -> Any:
-    """A JSON or YAML file a person hands to the CLI (``-`` is stdin); one clear error."""
+    """A JSON or YAML file a person hands to the CLI (``-`` is stdin); one clear error.
+    Both are held to the YAML bounds; a JSON object may not repeat a key (as in YAML)."""
     import sys
 
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read {what}: {error}") from None
+    if path == "-":
+        try:
+            text = sys.stdin.read(MAX_YAML_BYTES + 1)
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"{path}: cannot read {what}: {error}") from None
+        if len(text) > MAX_YAML_BYTES:
+            raise _too_large(path, len(text.encode("utf-8", "surrogatepass")))
+    else:
+        text = read_text(Path(path), what)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                f"{path}:{error.lineno}:{error.colno}: {what} is not valid JSON: {error.msg}"
-            ) from None
+        return _read_json_data(text, path, what)
     documents = parse_yaml_text(text, path)
     if len(documents) != 1:
         raise InputError(f"{path}: {what} must hold exactly one document, found {len(documents)}")
     return documents[0].data
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return result
+
+
+def _read_json_data(text: str, path: str, what: str) -> Any:
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{path}:{error.lineno}:{error.colno}: {what} is not valid JSON: {error.msg}"
+        ) from None
+    except _RepeatedKey as error:
+        raise InputError(f"{path}: {what}: the key {error.args[0]!r} appears twice in one "
+                         "object; which one is meant?") from None
+    except RecursionError:
+        raise _too_deep(path, None) from None
+    except ValueError as error:  # an integer of thousands of digits
+        raise InputError(f"{path}: {what} is not readable JSON: {error}") from None
+    # iteratively, so the check itself cannot exhaust the stack
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_YAML_DEPTH:
+                raise InputError(f"{path}: {what} is nested deeper than {MAX_YAML_DEPTH} "
+                                 "levels")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value

@@ -9,13 +9,19 @@ every document (it does not follow ``$ref``), and ``jsonschema`` explains a fail
 
 The schemas a document declares (a contract's arguments, the actor and the session) are
 checked against the meta-schema here and validated with the gate's ``date-time`` check.
+
+Every validator here is a ``schemacheck.GateValidator``: Draft 2020-12 whose ``pattern``,
+``patternProperties`` and ``additionalProperties`` match with RE2 semantics in linear time
+(``callgate_rules.regex``), where ``jsonschema`` would run Python's backtracking ``re`` on
+the model's text. A declared schema with a pattern RE2 refuses is refused at load
+(``refused_patterns``), so a validator never meets one.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -27,7 +33,9 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from callgate_rules.documents.schemacheck import validity_check
+from callgate_rules.documents.schemacheck import GateValidator, validity_check
+from callgate_rules.documents.source import NodePath
+from callgate_rules.regex import pattern_problem
 
 if TYPE_CHECKING:  # referencing defines the class there and exports only its instances
     from referencing._core import Resolver
@@ -39,11 +47,11 @@ SCHEMA_DIRECTORY = "schemas"
 
 
 @cache
-def document_schema(kind: str) -> Draft202012Validator:
+def document_schema(kind: str) -> Validator:
     """The validator of documents of ``kind``: its shipped schema, references resolved."""
     registry = _shipped_schemas()
     root = _shipped_file(kind)["$id"]
-    return Draft202012Validator(_inlined(registry.contents(root), registry.resolver(root)))
+    return GateValidator(_inlined(registry.contents(root), registry.resolver(root)))
 
 
 @cache
@@ -142,4 +150,68 @@ def check_json_schema(schema: Any) -> None:
 
 
 def argument_validator(schema: Mapping[str, Any]) -> Validator:
-    return Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
+    return GateValidator(schema, format_checker=FORMAT_CHECKER)
+
+
+# Keywords whose value is one subschema, a mapping of them, or a list of them.
+_ONE_SUBSCHEMA = ("additionalProperties", "propertyNames", "items", "contains", "not", "if",
+                  "then", "else", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_SUBSCHEMA_MAPPINGS = ("properties", "patternProperties", "$defs", "definitions",
+                       "dependentSchemas")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def refused_patterns(schema: Any) -> Iterator[tuple[NodePath, str]]:
+    """(where in ``schema``, what is wrong) for each pattern the gate cannot match in linear
+    time: one RE2 refuses, or ``patternProperties`` under ``unevaluatedProperties``, which
+    ``jsonschema`` matches with Python's ``re`` whatever the validator's keywords."""
+    found = list(_pattern_problems(schema, ()))
+    has_patterns = any(place[-1] == "patternProperties" for place in _keyword_places(schema, ()))
+    if has_patterns:
+        for path in _keyword_places(schema, ()):
+            if path[-1] == "unevaluatedProperties":
+                found.append((path, "unevaluatedProperties is not supported together with "
+                              "patternProperties: jsonschema would match those patterns "
+                              "with a backtracking matcher, not in linear time; use "
+                              "additionalProperties (undeclared fields are refused anyway)"))
+    return iter(found)
+
+
+def _pattern_problems(schema: Any, path: NodePath) -> Iterator[tuple[NodePath, str]]:
+    if not isinstance(schema, dict):
+        return
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and (problem := pattern_problem(pattern)) is not None:
+        yield (*path, "pattern"), f"pattern {pattern!r}: {problem}"
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        for key in patterns:
+            if isinstance(key, str) and (problem := pattern_problem(key)) is not None:
+                yield ((*path, "patternProperties", key, "<key>"),
+                       f"patternProperties {key!r}: {problem}")
+    for keyword, subschema in _subschemas(schema, path):
+        yield from _pattern_problems(subschema, keyword)
+
+
+def _keyword_places(schema: Any, path: NodePath) -> Iterator[NodePath]:
+    """The path of every keyword of every subschema."""
+    if not isinstance(schema, dict):
+        return
+    for keyword in schema:
+        yield (*path, keyword)
+    for place, subschema in _subschemas(schema, path):
+        yield from _keyword_places(subschema, place)
+
+
+def _subschemas(schema: Mapping[str, Any], path: NodePath) -> Iterator[tuple[NodePath, Any]]:
+    for keyword in _ONE_SUBSCHEMA:
+        if keyword in schema:
+            yield (*path, keyword), schema[keyword]
+    for keyword in _SUBSCHEMA_MAPPINGS:
+        if isinstance(schema.get(keyword), dict):
+            for name, subschema in schema[keyword].items():
+                yield (*path, keyword, name), subschema
+    for keyword in _SUBSCHEMA_LISTS:
+        if isinstance(schema.get(keyword), list):
+            for index, subschema in enumerate(schema[keyword]):
+                yield (*path, keyword, index), subschema

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate_rules.documents.model import GateConfig
-from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text
+from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text, read_text
 from callgate_rules.errors import InputError
 from callgate_rules.harness.scenarios import Scenario, ScenarioResult, _scenario
 from callgate_rules.taxonomy import ErrorClass, Route
@@ -49,10 +49,7 @@ def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
     """Every case of every PolicyTest document under ``paths``."""
     cases: list[Scenario] = []
     for file in iter_yaml_files([Path(p) for p in paths]):
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as error:
-            raise InputError(f"{file}: cannot read: {error}") from None
+        text = read_text(file)  # bounded: refused unread when too large
         if "PolicyTest" not in text:
             continue  # a contract or policy beside the tests: not ours to parse twice
         for document in parse_yaml_text(text, str(file)):

@@ -38,6 +38,7 @@ from callgate_rules.documents.source import (
     iter_yaml_files,
     parse_yaml_text,
     read_data_file,
+    read_text,
 )
 from callgate_rules.errors import InputError, Location
 from callgate_rules.harness.simulator import Simulator, faults_by_tool
@@ -133,10 +134,7 @@ class Scenario:
 def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     scenarios: list[Scenario] = []
     for file in iter_yaml_files([Path(p) for p in paths]):
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as error:
-            raise InputError(f"{file}: cannot read: {error}") from None
+        text = read_text(file)  # bounded: refused unread when too large
         for document in parse_yaml_text(text, str(file)):
             scenarios.append(_scenario(document, file))
     return scenarios

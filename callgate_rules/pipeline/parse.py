@@ -23,7 +23,6 @@ from callgate_rules.pipeline.propose import (
     read_json,
     refuse_non_finite,
 )
-from callgate_rules.pipeline.validate import example_call, expected_value
 from callgate_rules.regex import compile_pattern
 from callgate_rules.taxonomy import ErrorClass
 
@@ -186,19 +185,21 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], limits: InputLimits) ->
 def _non_finite(contract: Contract, number: NonFiniteNumber) -> Rejection:
     """``invalid_argument`` for a number JSON cannot carry, in the words of a schema failure:
     a JSON Schema ``number`` is a JSON number, which NaN and the infinities are not."""
-    spelling = "NaN" if math.isnan(number.value) else \
-        ("Infinity" if number.value > 0 else "-Infinity")
-    problem = f"{spelling} is not a finite number"
+    if math.isnan(number.value):
+        problem = "NaN is not a number"
+    else:
+        sign = "" if number.value > 0 else "-"
+        problem = f"{sign}Infinity is not a finite number (a number too large for a " \
+            "64-bit float also reads as Infinity)"
+    example = json.dumps(contract.examples[0].arguments, ensure_ascii=False) \
+        if contract.examples else None
     return Rejection(
         ErrorClass.INVALID_ARGUMENT,
         f"argument {number.field!r}: {problem}",
         rule=f"{contract.name}/schema",
-        agent_message=(
-            f"Argument `{number.field}` of {contract.name} is invalid: {problem} (a number "
-            "too large to represent reads as Infinity). A valid value: "
-            f"{expected_value(contract, number.field)}."
-        ),
-        hint=example_call(contract),
+        agent_message=f"Argument `{number.field}` of {contract.name} is invalid: {problem}; "
+                      "send a finite number.",
+        hint=f"A valid call looks like: {contract.name}({example})" if example else None,
         extra={"field": number.field},
         contract=contract,
     )
