@@ -306,7 +306,9 @@ def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
         if name.lower() == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() or None if scheme.lower() == "bearer" else None
+            if scheme.lower() != "bearer":
+                return None
+            return token.strip() or None
     return None
 
 
