@@ -2,6 +2,10 @@
 
 The agent message is the only text that goes back to the model; the destination's original
 result travels inside it for successful calls and stays in ``Decision.result`` for the host.
+When the call did not reach the destination (a refusal, a question, a confirmation notice),
+the message is the gate's own words and carries the gate's seal
+(``integrations.provenance.seal``), so that, appended to the conversation, it never counts
+as a tool result in the provenance of a later call.
 
 Tool definitions come from the contracts, so the tool list a model is offered and the gate
 that checks its calls can never drift apart. One renderer per API, each emitting only fields
@@ -27,6 +31,7 @@ from typing import Any
 
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import CallgateError
+from callgate_rules.integrations.provenance.seal import Sealer, default_sealer
 from callgate_rules.pipeline.decision import Decision
 
 
@@ -34,31 +39,48 @@ class ToolDefinitionError(CallgateError):
     """A contract cannot be offered in an API's format (a name or schema it rejects)."""
 
 
-def _content(decision: Decision) -> str:
-    return decision.agent_message
-
-
 # Decisions as tool results ----------------------------------------------------------------
 
 
-def openai_tool_message(decision: Decision, call_id: str | None = None) -> dict[str, Any]:
+def tool_result_text(decision: Decision, call_id: str = "", *,
+                     sealer: Sealer | None = None) -> str:
+    """The text answering the model's call ``call_id``: the agent message, sealed as the
+    gate's own words when it carries no result from the destination.
+
+    The seal is made with ``sealer``, else the one the gate attached to the decision, else
+    ``default_sealer()``; the gate reads conversations with the same one. A message that
+    carries the destination's result is left as it is: that result is a tool's answer."""
+    text = decision.agent_message
+    if decision.result is not None:
+        return text
+    chosen = sealer or getattr(decision, "sealer", None) or default_sealer()
+    assert isinstance(chosen, Sealer)
+    return chosen.seal(text, call_id)
+
+
+def openai_tool_message(decision: Decision, call_id: str | None = None, *,
+                        sealer: Sealer | None = None) -> dict[str, Any]:
     """A Chat Completions ``{"role": "tool", ...}`` message answering the model's call."""
-    return {"role": "tool", "tool_call_id": call_id or decision.call_id or "",
-            "content": _content(decision)}
+    answers = call_id or decision.call_id or ""
+    return {"role": "tool", "tool_call_id": answers,
+            "content": tool_result_text(decision, answers, sealer=sealer)}
 
 
-def openai_function_call_output(decision: Decision, call_id: str | None = None
-                                ) -> dict[str, Any]:
+def openai_function_call_output(decision: Decision, call_id: str | None = None, *,
+                                sealer: Sealer | None = None) -> dict[str, Any]:
     """A Responses API ``function_call_output`` item answering the model's call."""
-    return {"type": "function_call_output", "call_id": call_id or decision.call_id or "",
-            "output": _content(decision)}
+    answers = call_id or decision.call_id or ""
+    return {"type": "function_call_output", "call_id": answers,
+            "output": tool_result_text(decision, answers, sealer=sealer)}
 
 
-def anthropic_tool_result(decision: Decision, tool_use_id: str | None = None
-                          ) -> dict[str, Any]:
+def anthropic_tool_result(decision: Decision, tool_use_id: str | None = None, *,
+                          sealer: Sealer | None = None) -> dict[str, Any]:
     """An Anthropic ``tool_result`` content block; ``is_error`` when the call did not run."""
-    return {"type": "tool_result", "tool_use_id": tool_use_id or decision.call_id or "",
-            "content": _content(decision), "is_error": decision.error_class is not None}
+    answers = tool_use_id or decision.call_id or ""
+    return {"type": "tool_result", "tool_use_id": answers,
+            "content": tool_result_text(decision, answers, sealer=sealer),
+            "is_error": decision.error_class is not None}
 
 
 # Contracts as tool definitions ------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""A conversation as provenance reads it: pieces of text, each with the kind of place it came
+from, and why nothing can be said when it could not be read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from callgate_rules.errors import CallgateError
+
+USER = "user"
+SYSTEM = "system"
+TOOL = "tool"
+RECORD = "record"
+UNKNOWN = "unknown"
+INDISTINCT = "indistinct"  # too short or too common to be traced either way
+
+
+class ConversationError(CallgateError, ValueError):
+    """What the host passed as the conversation is not one at all (a string, a number, an
+    object without a message list): a mistake in the host's code, raised to the host.
+
+    A list of messages that holds something malformed is not this error: it is read as a
+    conversation that cannot be read (``Conversation.unreadable``), whose values' origin is
+    ``unknown``. A ``ValueError`` too, as before this class existed."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of the conversation with its origin."""
+
+    kind: str  # user, system or tool
+    text: str
+    tool: str | None = None  # for a tool result: the tool that produced it, when known
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The readable pieces of a conversation, in order.
+
+    ``unreadable`` says why, when part of it could not be read (malformed, too large or too
+    deep): then nothing can be said about any value, as without a conversation. ``notes``
+    records what was skipped or not trusted while reading, for the trace and the log.
+    """
+
+    segments: tuple[Segment, ...]
+    unreadable: str | None = None
+    notes: tuple[str, ...] = ()
+    # The normalised text and its index, built on first use and kept for every argument.
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False,
+                                   hash=False)
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment], *, unreadable: str | None = None,
+           notes: Sequence[str] = ()) -> Conversation:
+        return cls(tuple(segments), unreadable, tuple(notes))
