@@ -57,6 +57,9 @@ class PatternError(ValueError):
 class Pattern(NamedTuple):
     source: str
     search: Search
+    # the same test for generated code, one call cheaper: something truthy (for ``re``, the
+    # match object) when the pattern matches somewhere, else something falsy
+    find: Callable[[str], object]
     engine: str  # "re" (provably linear and equivalent here) or "re2"
 
 
@@ -75,14 +78,15 @@ def compile_pattern(source: str) -> Pattern:
         translated = to_python_syntax(source)
         if translated is not None:
             python_search = re.compile(translated, re.ASCII).search
-            return Pattern(source, lambda text: python_search(text) is not None, "re")
+            return Pattern(source, lambda text: python_search(text) is not None, python_search,
+                           "re")
     match = compiled.Match
 
     def re2_search(text: str) -> bool:
         data = text.encode("utf-8", "surrogatepass")
         return bool(match(_UNANCHORED, data, 0, len(data))[0][0] >= 0)
 
-    return Pattern(source, re2_search, "re2")
+    return Pattern(source, re2_search, re2_search, "re2")
 
 
 def pattern_problem(source: str) -> str | None:

@@ -368,8 +368,8 @@ class _Generator:
 
     def string_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         if "pattern" in schema:
-            search = self.constant(compile_pattern(_str(schema["pattern"])).search)
-            yield self.fail(f"not {search}({var})", depth)
+            find = self.constant(compile_pattern(_str(schema["pattern"])).find)
+            yield self.fail(f"not {find}({var})", depth)
         if "minLength" in schema:
             yield self.fail(f"len({var}) < {self.number(schema['minLength'])}", depth)
         if "maxLength" in schema:
@@ -409,8 +409,8 @@ class _Generator:
             key, item = self.name("key"), self.name("item")
             matching: list[str] = []
             for pattern, subschema in patterns.items():
-                search = self.constant(compile_pattern(_str(pattern)).search)
-                matching += self.block(f"{pad}    if {search}({key}):",
+                find = self.constant(compile_pattern(_str(pattern)).find)
+                matching += self.block(f"{pad}    if {find}({key}):",
                                        self.child(subschema, item, depth + 2))
             yield from self.block(f"{pad}for {key}, {item} in {var}.items():", matching)
         if "additionalProperties" in schema:
@@ -438,7 +438,7 @@ class _Generator:
             yield self.fail(f"not {var}.keys() <= {declared}", depth)
             return
         key, item = self.name("key"), self.name("item")
-        matched = "".join(f" or {self.constant(compile_pattern(_str(pattern)).search)}({key})"
+        matched = "".join(f" or {self.constant(compile_pattern(_str(pattern)).find)}({key})"
                           for pattern in patterns)
         body = self.child(extra, item, depth + 2)
         if body:
