@@ -52,9 +52,11 @@ def inner(decision: str, count: int) -> None:
 def instructions(decision: str, count: int) -> int:
     with tempfile.TemporaryDirectory() as directory:
         out = Path(directory) / "callgrind.out"
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, "--inner", decision, str(count)],
-                       check=True, capture_output=True, cwd=REPO)
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                               sys.executable, __file__, "--inner", decision, str(count)],
+                              capture_output=True, text=True, cwd=REPO)
+        if done.returncode != 0:
+            raise SystemExit(f"the {decision} decision failed under valgrind:\n{done.stderr}")
         summary = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)
         assert summary, "callgrind wrote no summary"
         return int(summary.group(1))
