@@ -1,13 +1,14 @@
-"""The decision log (one JSON line per decision) and the counters of SPEC §10."""
+"""The decision log (one JSON line per decision), its retention, and the counters of SPEC §10."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Mapping
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,6 +16,11 @@ from callgate_rules.taxonomy import ErrorClass, Route
 
 ARGUMENT_ERRORS = frozenset({ErrorClass.MALFORMED, ErrorClass.UNKNOWN_TOOL,
                              ErrorClass.UNEXPECTED_ARGUMENT, ErrorClass.INVALID_ARGUMENT})
+LOGGER = logging.getLogger("callgate")
+# Purging reads and rewrites the whole file: at most once per this share of the retention,
+# so a line is kept at most 1.1 times the retention, and a busy log is not rewritten on
+# every line.
+PURGE_SHARE = 10
 
 
 def count(counters: Counter[str], log: Mapping[str, Any]) -> None:
@@ -43,23 +49,41 @@ def count(counters: Counter[str], log: Mapping[str, Any]) -> None:
         counters[f"shadow_{shadow.get('mode', 'audit')}"] += 1
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class DecisionLog:
     """Appends one JSON line per decision to a file or a stream.
 
-    With a file and a ``retention``, lines older than the retention are dropped when the log
-    is opened and whenever ``purge`` is called.
+    With a file and a ``retention``, lines whose ``ts`` is older than the retention are
+    dropped when the log is opened, and then as it writes: at the first write after a line
+    may have aged out, at most once per tenth of the retention (``purge_every`` to change
+    that). ``clock`` tells the time (the UTC wall clock by default); ``now`` is the time at
+    opening, for a log opened in a test. A line whose ``ts`` is missing, unreadable or has
+    no time zone cannot be dated: it is kept, and reported as a warning of the ``callgate``
+    logger (again only when there are more of them). ``purge()`` purges at once.
+
+    Purging rewrites the file (to a new file, then renamed over it): one process should
+    write a given file; give each process its own, or log to a stream and rotate outside.
     """
 
     def __init__(self, target: str | Path | TextIO, *, retention: timedelta | None = None,
-                 now: datetime | None = None) -> None:
+                 now: datetime | None = None, clock: Callable[[], datetime] = utc_now,
+                 purge_every: timedelta | None = None) -> None:
         self._lock = threading.Lock()
         self.retention = retention
+        self.clock = clock
+        self.purge_every = purge_every if purge_every is not None else (
+            retention / PURGE_SHARE if retention is not None else None)
         self.path: Path | None = None
+        self._next_purge: datetime | None = None
+        self._undated_reported = 0
         if isinstance(target, str | Path):
             self.path = Path(target)
-            if retention is not None and now is not None:
-                self.purge(now)
-            self._stream: TextIO = self.path.open("a", encoding="utf-8")
+            if retention is not None:
+                self._purge(now or clock())
+            self._stream: TextIO = self._open()
             self._owned = True
         else:
             self._stream = target
@@ -68,32 +92,96 @@ class DecisionLog:
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
         with self._lock:
+            if self._next_purge is not None:
+                now = self.clock()
+                if now >= self._next_purge:
+                    self._purge_open_file(now)
             self._stream.write(line + "\n")
             self._stream.flush()
 
-    def purge(self, now: datetime) -> int:
+    def purge(self, now: datetime | None = None) -> int:
         """Drop records older than the retention from the file; return how many went."""
-        if self.path is None or self.retention is None or not self.path.exists():
+        if self.path is None or self.retention is None:
             return 0
-        cutoff = now - self.retention
-        kept: list[str] = []
-        dropped = 0
-        with self.path.open(encoding="utf-8") as source:
-            for line in source:
-                try:
-                    ts = datetime.fromisoformat(json.loads(line)["ts"])
-                except (ValueError, KeyError, TypeError):
-                    kept.append(line)
-                    continue
-                if ts < cutoff:
-                    dropped += 1
-                else:
-                    kept.append(line)
-        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
-        temporary.write_text("".join(kept), encoding="utf-8")
-        os.replace(temporary, self.path)
-        return dropped
+        with self._lock:
+            return self._purge_open_file(now or self.clock())
 
     def close(self) -> None:
         if self._owned:
             self._stream.close()
+
+    # -- the file -----------------------------------------------------------------------
+
+    def _open(self) -> TextIO:
+        """The file for appending, after a newline if its last line was cut short (a crash
+        mid-write), so that the next line starts a line of its own."""
+        assert self.path is not None
+        cut_short = False
+        if self.path.exists() and self.path.stat().st_size:
+            with self.path.open("rb") as raw:
+                raw.seek(-1, os.SEEK_END)
+                cut_short = raw.read(1) != b"\n"
+        stream = self.path.open("a", encoding="utf-8")
+        if cut_short:
+            stream.write("\n")
+        return stream
+
+    def _purge_open_file(self, now: datetime) -> int:
+        self._stream.close()
+        try:
+            return self._purge(now)
+        finally:
+            self._stream = self._open()
+
+    def _purge(self, now: datetime) -> int:
+        """Rewrite the file without the lines older than the retention; schedule the next
+        purge for when the oldest line kept may age out."""
+        assert self.path is not None and self.retention is not None
+        if now.tzinfo is None or now.utcoffset() is None:
+            raise ValueError(f"the time to purge the decision log at must have a time zone, "
+                             f"not {now.isoformat()}")
+        if not self.path.exists():
+            self._schedule(now, None)
+            return 0
+        cutoff = now - self.retention
+        dropped, undated, first_undated, oldest = 0, 0, 0, None
+        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
+        with self.path.open(encoding="utf-8", newline="") as source, \
+                temporary.open("w", encoding="utf-8", newline="") as kept:
+            for number, line in enumerate(source, start=1):
+                ts = _timestamp(line)
+                if ts is None:
+                    undated += 1
+                    first_undated = first_undated or number
+                elif ts < cutoff:
+                    dropped += 1
+                    continue
+                else:
+                    oldest = ts if oldest is None else min(oldest, ts)
+                kept.write(line if line.endswith("\n") else line + "\n")
+        os.replace(temporary, self.path)
+        if undated > self._undated_reported:  # each such line reported once, not per purge
+            self._undated_reported = undated
+            LOGGER.warning("decision log %s: kept %d line(s) whose ts is missing, unreadable "
+                           "or without a time zone (the first is line %d); they cannot be "
+                           "dated, so retention never drops them", self.path, undated,
+                           first_undated)
+        self._schedule(now, oldest)
+        return dropped
+
+    def _schedule(self, now: datetime, oldest: datetime | None) -> None:
+        assert self.retention is not None and self.purge_every is not None
+        ages_out = (oldest or now) + self.retention
+        self._next_purge = max(ages_out, now + self.purge_every)
+
+
+def _timestamp(line: str) -> datetime | None:
+    """The line's ``ts`` as an aware datetime, or None when it cannot be dated."""
+    try:
+        record = json.loads(line)
+        ts = datetime.fromisoformat(record["ts"]) if isinstance(record, dict) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    if ts is None or ts.tzinfo is None or ts.utcoffset() is None:
+        return None
+    return ts

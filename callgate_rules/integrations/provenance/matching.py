@@ -37,11 +37,13 @@ from decimal import Decimal
 from functools import lru_cache
 
 from callgate_rules.integrations.provenance.conversation import Conversation
+from callgate_rules.integrations.provenance.masks import SHORT, IndexMasks
 from callgate_rules.integrations.provenance.numbers import numbers_in
 
 SEPARATOR = "\x00"  # between pieces in the index text; never in a normalised text
 _BLOCK = 1024  # folded characters per entry of a text's position table
 _FEW_QUESTIONS = 32  # about where answering from the folded text costs more than a mask
+_MANY_MISSES = 48  # about where checking occurrences one by one costs more than masks
 
 
 def fold(text: str) -> str:
@@ -178,6 +180,7 @@ class ConversationIndex:
         self.text = SEPARATOR.join(piece.squashed for piece in self.pieces)
         self._numbers: list[dict[Decimal, int]] | None = None
         self._questions: dict[int, int] = {}  # piece → how often asked about its spaces
+        self._masks: IndexMasks | None = None
 
     def places_of_number(self, number: Decimal) -> dict[int, int]:
         """Group → the first place in the conversation where ``number`` is written."""
@@ -222,6 +225,13 @@ class ConversationIndex:
             return self.pieces[piece].follows_space(local)
         return self.pieces[piece].space_mask()[local] == 1
 
+    def masks(self) -> IndexMasks:
+        """The index text's byte masks, built on first need (see ``masks``)."""
+        if self._masks is None:
+            self._masks = IndexMasks(self.text, [piece.space_mask() for piece in self.pieces],
+                                     len(SEPARATOR))
+        return self._masks
+
     def mask_around(self, at: int) -> tuple[int, int, bytes] | None:
         """(start, end, space mask) of the piece holding ``at``, once it has a mask."""
         piece = bisect_right(self.starts, at) - 1
@@ -240,9 +250,13 @@ class _Search:
         self.starts_word, self.ends_word = value[0].isalnum(), value[-1].isalnum()
         self.period = 0  # the value's smallest period, worked out at the first need
         self._piece: tuple[int, int, bytes] = (0, 0, b"")  # (start, end, space mask)
+        self.misses = 0  # occurrences found inside longer words so far
+        self._on_their_own: bytes | None = None  # once many: every answer, as a mask
 
     def first_from(self, start: int) -> int:
         """The first offset ≥ ``start`` of an occurrence on its own, or -1."""
+        if self._on_their_own is not None:
+            return self._on_their_own.find(1, start)
         text, value, length = self.text, self.value, self.length
         follows_space = self.follows_space
         starts_word, ends_word = self.starts_word, self.ends_word
@@ -253,6 +267,11 @@ class _Search:
             if not ((starts_word and text[at - 1:at].isalnum() and not follows_space(at))
                     or (ends_word and text[end:end + 1].isalnum() and not follows_space(end))):
                 return at
+            self.misses += 1
+            if self.misses > _MANY_MISSES and length <= SHORT:  # all the rest at once, in C
+                self._on_their_own = self.index.masks().on_its_own(value, starts_word,
+                                                                   ends_word)
+                return self._on_their_own.find(1, at)
             if not period:
                 period = self.period = smallest_period(value)
                 tail, skip = value[length - period:], max(period + 1, length - period + 1)

@@ -46,7 +46,7 @@ class ReadingLimits:
     nesting depth of content."""
 
     max_characters: int = 8_000_000
-    max_items: int = 200_000
+    max_items: int = 100_000
     max_depth: int = 64
 
 
@@ -73,6 +73,8 @@ def read_conversation(value: Any, *, sealer: Sealer | None = None,
     cannot be read comes back with ``unreadable`` set instead."""
     system, messages = _system_and_messages(value)
     reader = _Reader(limits, sealer if sealer is not None else default_sealer())
+    if len(messages) >= limits.max_items:  # each message is an item: stop before reading
+        return Conversation.of((), unreadable=reader.too_many())
     try:
         if system is not _ABSENT:
             reader.add(SYSTEM, reader.text(system, "the system prompt"))
@@ -250,8 +252,11 @@ class _Reader:
     def count_item(self) -> None:
         self.items += 1
         if self.items > self.limits.max_items:
-            raise _Unreadable(f"the conversation has more than {self.limits.max_items:,} "
-                              "messages, blocks and values")
+            raise _Unreadable(self.too_many())
+
+    def too_many(self) -> str:
+        return (f"the conversation has more than {self.limits.max_items:,} messages, blocks "
+                "and values")
 
     def too_deep(self, where: str) -> _Unreadable:
         return _Unreadable(f"{where}: content nested deeper than {self.limits.max_depth}")
