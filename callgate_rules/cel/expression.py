@@ -22,7 +22,7 @@ from celpy import celtypes
 from lark import Token, Tree
 
 from callgate_rules.cel.compiler import Compiled, Inline, compile_program
-from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, pattern_problem
+from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, compile_pattern, pattern_problem
 
 # Re-exported: the errors are part of this interface (``from ...expression import
 # CelEvaluationError`` keeps working), though they live below the compiler, in ``errors``.
@@ -145,8 +145,26 @@ EXTENSION_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
 }
 
 
+def _matches(text: Any, pattern: Any) -> Any:
+    """``matches`` on cel-python by the compiled backend's engine (``callgate_rules.regex``),
+    so the two agree by construction: RE2 semantics, linear time."""
+    if not (isinstance(text, str) and isinstance(pattern, str)):
+        raise TypeError(f"no such overload: matches({type(text).__name__}, "
+                        f"{type(pattern).__name__})")
+    try:
+        compiled = compile_pattern(str(pattern))
+    except CelEvaluationError as error:
+        return celpy.CELEvalError(str(error), ValueError, (str(error),))
+    return celtypes.BoolType(compiled.search(text))
+
+
+# Standard functions the fallback takes from callgate rather than from cel-python.
+_SHARED_FUNCTIONS: Mapping[str, Callable[..., Any]] = {"matches": _matches}
+
+
 def _interpreted(tree: Tree) -> Callable[[Mapping[str, Any]], Any]:
-    program = _environment.program(tree, functions=dict(EXTENSION_FUNCTIONS))
+    program = _environment.program(tree, functions={**EXTENSION_FUNCTIONS,
+                                                    **_SHARED_FUNCTIONS})
 
     def evaluate(variables: Mapping[str, Any]) -> Any:
         activation = {name: to_cel(value) for name, value in variables.items()}
