@@ -15,22 +15,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import as_utc
-from callgate_rules.store.sql import (
-    Cursor,
-    Dialect,
-    Row,
-    SqlReceiptStore,
-    Statements,
-    pending_migrations,
-    render,
-)
+from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
+from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -104,7 +97,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 POSTGRES = Dialect(
-    placeholder="%({name})s",
+    placeholder="%s",
     # psycopg sends text of no declared type: JSON must be cast, and a parameter the server
     # cannot infer a type for (``... IS NULL``) must be named text.
     casts={"json": "::jsonb", "text": "::text"},
@@ -231,13 +224,11 @@ class PostgresStore(SqlReceiptStore):
 
     def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any]) -> Row | None:
         # One statement: SKIP LOCKED passes over an item another reviewer is taking.
-        cursor.execute(TAKE_OLDEST_OPEN_REVIEW, parameters)
+        execute(cursor, TAKE_OLDEST_OPEN_REVIEW, parameters)
         row: Row | None = cursor.fetchone()
         return row
 
-    @staticmethod
-    def _time_parameter(moment: datetime) -> datetime:
-        return as_utc(moment)
+    _time_parameter = staticmethod(as_utc)  # psycopg sends aware datetimes as timestamptz
 
     @staticmethod
     def _time_value(stored: datetime) -> datetime:
@@ -262,7 +253,7 @@ class PostgresStore(SqlReceiptStore):
             )
 
     @contextmanager
-    def _transaction(self) -> Iterator[PsycopgCursor[Any]]:
+    def _write(self) -> Iterator[PsycopgCursor[Any]]:
         with (
             self._errors_as_store_errors(),
             self._pool.connection() as connection,
@@ -271,11 +262,7 @@ class PostgresStore(SqlReceiptStore):
         ):
             yield cursor
 
-    def _write(self) -> AbstractContextManager[PsycopgCursor[Any]]:
-        return self._transaction()
-
-    def _read(self) -> AbstractContextManager[PsycopgCursor[Any]]:
-        return self._transaction()
+    _read = _write  # a read in a transaction of its own sees one snapshot
 
     def _migrate(self, connection: Connection[Any]) -> list[int]:
         applied = []

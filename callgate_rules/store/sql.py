@@ -3,21 +3,21 @@
 ``SqlReceiptStore`` holds each method of the ``ReceiptStore`` contract once. It writes with
 ``INSERT ... ON CONFLICT DO NOTHING`` (the primary key decides who creates a receipt), reads
 what it decides from with the dialect's row lock, lets the rules of ``store.base`` decide,
-and fences every change with the ``WHERE`` clause that is the guarantee:
+and changes a row only through a statement whose ``WHERE`` clause is the guarantee (the
+statements are in ``store.statements``):
 
-- a lease: ``state = 'claimed' AND lease_owner = {worker}`` (else ``LeaseLost``);
+- a lease: ``state = 'claimed' AND lease_owner = {worker}``, else ``LeaseLost``;
 - a confirmation is used once: ``state = 'awaiting_confirmation'``, re-checked by the
   database after any concurrent confirmation commits;
 - an operation ID names one set of arguments: the existing receipt's ``args_hash`` is
-  compared under the lock (else ``OperationIdReused``).
+  compared under the lock, else ``OperationIdReused``;
+- an expired lease is taken over for reconciliation, as ``claim_outcome`` says.
 
-The statements are templates with named parameters in braces (``{now}``, ``{arguments:json}``)
-rendered once per dialect. A dialect subclass (``SqliteStore``, ``PostgresStore``) supplies
-only what differs:
+A dialect subclass (``SqliteStore``, ``PostgresStore``) supplies only what differs:
 
-- ``Dialect``: how a parameter is spelled, the casts JSON and text parameters need, the clause
-  that locks a row read to decide a write, and whether a write returns its row
-  (``RETURNING *``) or the row is read back by its key in the same transaction;
+- ``_sql``: the statements rendered for its ``Dialect`` (placeholders, the casts JSON and
+  text parameters need, the clause that locks a row read to decide a write, and whether a
+  write returns its row or the row is read back by its key in the same transaction);
 - ``_write()`` and ``_read()``: a cursor inside a transaction, the driver's errors raised as
   ``StoreError``;
 - how instants and JSON values are stored (``_time_parameter``, ``_time_value``,
@@ -28,14 +28,12 @@ only what differs:
 
 from __future__ import annotations
 
-import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
@@ -57,168 +55,11 @@ from callgate_rules.store.base import (
     replayed_confirmation_outcome,
     resolved_error_class,
 )
+from callgate_rules.store.statements import Cursor, Query, Row, Statements, Write, execute
 
 # How often a claim or hold starts over when the receipt it collided with was purged before
 # it could be read; a purge only takes receipts finished long ago, so once is plenty.
 VANISHED_RETRIES = 3
-
-
-class Row(Protocol):
-    """A result row read by column name: ``sqlite3.Row`` and psycopg's ``dict_row`` both are."""
-
-    def __getitem__(self, column: str, /) -> Any: ...
-
-
-class Cursor(Protocol):
-    """The part of a DB-API cursor the protocol uses; ``sqlite3`` and psycopg cursors fit."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def execute(self, query: str, parameters: Mapping[str, Any], /) -> object: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What the statements below need to know about one SQL dialect."""
-
-    placeholder: str  # a named parameter, with {name} for its name: ":{name}", "%({name})s"
-    casts: Mapping[str, str]  # what follows a typed parameter: "json" -> "::jsonb"
-    row_lock: str  # follows a SELECT whose row decides a write: " FOR UPDATE"
-    returning: str  # follows a write to get its row back: " RETURNING *", or "" to read it
-
-
-_PARAMETER = re.compile(r"\{(\w+)(?::(\w+))?\}")
-
-
-def render(template: str, dialect: Dialect) -> str:
-    """``template`` with each ``{name}`` or ``{name:type}`` spelled as ``dialect`` wants."""
-
-    def parameter(match: re.Match[str]) -> str:
-        name, kind = match[1], match[2]
-        cast = "" if kind is None else dialect.casts[kind]
-        return dialect.placeholder.format(name=name) + cast
-
-    return _PARAMETER.sub(parameter, template)
-
-
-# The statements -----------------------------------------------------------------------------
-
-SELECT_RECEIPT = "SELECT * FROM callgate_receipts WHERE operation_id = {operation_id}"
-SELECT_REVIEW = "SELECT * FROM callgate_reviews WHERE review_id = {review_id}"
-
-# The fence of every write a lease holder makes: see ``base.holds_lease``.
-HELD_BY_WORKER = "operation_id = {operation_id} AND state = 'claimed' AND lease_owner = {worker}"
-
-INSERT_CLAIMED = """
-    INSERT INTO callgate_receipts (
-        operation_id, state, request_id, tool, contract_version, args_hash,
-        arguments, actor, lease_owner, lease_expires_at, attempts, created_at, updated_at
-    ) VALUES (
-        {operation_id}, 'claimed', {request_id}, {tool}, {contract_version}, {args_hash},
-        {arguments:json}, {actor:json}, {worker}, {lease_expires_at}, 1, {now}, {now}
-    )
-    ON CONFLICT (operation_id) DO NOTHING
-"""
-TAKE_OVER = """
-    UPDATE callgate_receipts
-    SET state = 'claimed', lease_owner = {worker}, lease_expires_at = {lease_expires_at},
-        attempts = attempts + 1, updated_at = {now}
-    WHERE operation_id = {operation_id}
-"""
-RENEW = f"""
-    UPDATE callgate_receipts
-    SET lease_expires_at = {{lease_expires_at}}, updated_at = {{now}}
-    WHERE {HELD_BY_WORKER}
-"""
-FINISH = f"""
-    UPDATE callgate_receipts
-    SET state = {{state}}, result = {{result:json}}, error_class = {{error_class}},
-        detail = {{detail}}, lease_owner = NULL, lease_expires_at = NULL, updated_at = {{now}}
-    WHERE {HELD_BY_WORKER}
-"""
-INSERT_HELD = """
-    INSERT INTO callgate_receipts (
-        operation_id, state, request_id, tool, contract_version, args_hash,
-        arguments, actor, confirmation_expires_at, created_at, updated_at
-    ) VALUES (
-        {operation_id}, 'awaiting_confirmation', {request_id}, {tool}, {contract_version},
-        {args_hash}, {arguments:json}, {actor:json}, {expires_at}, {now}, {now}
-    )
-    ON CONFLICT (operation_id) DO NOTHING
-"""
-CLAIM_CONFIRMED = """
-    UPDATE callgate_receipts
-    SET state = 'claimed', confirmed_by = {confirmed_by}, confirmed_at = {now},
-        lease_owner = {worker}, lease_expires_at = {lease_expires_at},
-        attempts = attempts + 1, updated_at = {now}
-    WHERE operation_id = {operation_id} AND state = 'awaiting_confirmation'
-"""
-INSERT_REVIEW = """
-    INSERT INTO callgate_reviews (
-        review_id, tool, reason, summary, operation_id, payload, status, created_at
-    ) VALUES (
-        {review_id}, {tool}, {reason}, {summary}, {operation_id}, {payload:json}, 'open', {now}
-    )
-"""
-MOVE_TO_REVIEW = """
-    UPDATE callgate_receipts
-    SET state = 'in_review', lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
-    WHERE operation_id = {operation_id}
-"""
-LIST_REVIEWS = """
-    SELECT * FROM callgate_reviews
-    WHERE {status:text} IS NULL OR status = {status:text}
-    ORDER BY created_at, queue_position
-"""
-RESOLVE_REVIEW = """
-    UPDATE callgate_reviews
-    SET status = 'resolved', resolution = {resolution}, note = {note},
-        resolved_by = {resolved_by}, resolved_at = {now}
-    WHERE review_id = {review_id}
-"""
-SETTLE_RECEIPT = """
-    UPDATE callgate_receipts
-    SET state = {resolution}, error_class = {error_class}, detail = {note}, lease_owner = NULL,
-        lease_expires_at = NULL, updated_at = {now}
-    WHERE operation_id = {operation_id}
-"""
-PURGE_RECEIPTS = """
-    DELETE FROM callgate_receipts
-    WHERE state IN ('succeeded', 'failed') AND updated_at < {cutoff}
-"""
-PURGE_REVIEWS = "DELETE FROM callgate_reviews WHERE status = 'resolved' AND resolved_at < {cutoff}"
-
-
-class Statements:
-    """The protocol's statements in one dialect, rendered once per store class."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        def written(template: str) -> str:
-            return render(template, dialect) + dialect.returning
-
-        self.dialect = dialect
-        self.select_receipt = render(SELECT_RECEIPT, dialect)
-        self.lock_receipt = self.select_receipt + dialect.row_lock
-        self.select_review = render(SELECT_REVIEW, dialect)
-        self.lock_review = self.select_review + dialect.row_lock
-        self.insert_claimed = written(INSERT_CLAIMED)
-        self.take_over = written(TAKE_OVER)
-        self.renew = written(RENEW)
-        self.finish = written(FINISH)
-        self.insert_held = written(INSERT_HELD)
-        self.claim_confirmed = written(CLAIM_CONFIRMED)
-        self.insert_review = written(INSERT_REVIEW)
-        self.move_to_review = render(MOVE_TO_REVIEW, dialect)
-        self.list_reviews = render(LIST_REVIEWS, dialect)
-        self.resolve_review = written(RESOLVE_REVIEW)
-        self.settle_receipt = render(SETTLE_RECEIPT, dialect)
-        self.purge_receipts = render(PURGE_RECEIPTS, dialect)
-        self.purge_reviews = render(PURGE_REVIEWS, dialect)
 
 
 class SqlReceiptStore(ABC):
@@ -238,7 +79,7 @@ class SqlReceiptStore(ABC):
         # A receipt purged between the INSERT and the SELECT sends us round once more.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
-                created = self._written_receipt(cursor, self._sql.insert_claimed, parameters)
+                created = self._written(cursor, self._sql.insert_claimed, parameters)
                 if created is not None:
                     return Claim(ClaimOutcome.CLAIMED, self._receipt(created))
                 existing = self._existing(cursor, self._sql.lock_receipt, op)
@@ -247,14 +88,15 @@ class SqlReceiptStore(ABC):
                 outcome = claim_outcome(existing, now=now)
                 if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
                     return Claim(outcome, existing)
-                taken = self._written_receipt(cursor, self._sql.take_over, parameters)
+                taken = self._written(cursor, self._sql.take_over, parameters)
                 return Claim(outcome, self._receipt(_required(taken)))
         raise StoreError(f"receipt {op.operation_id!r} kept vanishing while being claimed")
 
     def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
+        now = as_utc(now)
         parameters = {"operation_id": operation_id, **self._lease(worker, lease, now)}
         with self._write() as cursor:
-            renewed = self._written_receipt(cursor, self._sql.renew, parameters)
+            renewed = self._written(cursor, self._sql.renew, parameters)
         if renewed is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
         return self._receipt(renewed)
@@ -278,7 +120,7 @@ class SqlReceiptStore(ABC):
             "error_class": error_class, "detail": detail, "now": stored_now,
         }
         with self._write() as cursor:
-            finished = self._written_receipt(cursor, self._sql.finish, parameters)
+            finished = self._written(cursor, self._sql.finish, parameters)
         if finished is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
         return self._receipt(finished)
@@ -292,7 +134,7 @@ class SqlReceiptStore(ABC):
         # As in ``claim``: a receipt purged before it could be read sends us round again.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
-                created = self._written_receipt(cursor, self._sql.insert_held, parameters)
+                created = self._written(cursor, self._sql.insert_held, parameters)
                 if created is not None:
                     return self._receipt(created)
                 existing = self._existing(cursor, self._sql.select_receipt, op)
@@ -317,10 +159,10 @@ class SqlReceiptStore(ABC):
         with self._write() as cursor:
             # The state condition is re-checked after any concurrent confirmation commits, so
             # of two replays of one confirmation only the first matches.
-            claimed = self._written_receipt(cursor, self._sql.claim_confirmed, parameters)
+            claimed = self._written(cursor, self._sql.claim_confirmed, parameters)
             if claimed is not None:
                 return Claim(ClaimOutcome.CLAIMED, self._receipt(claimed))
-            cursor.execute(self._sql.select_receipt, parameters)
+            execute(cursor, self._sql.select_receipt, parameters)
             row = cursor.fetchone()
         if row is None:
             raise StoreError(f"no receipt for operation {operation_id!r} to confirm")
@@ -329,7 +171,7 @@ class SqlReceiptStore(ABC):
 
     def get(self, operation_id: str) -> Receipt | None:
         with self._read() as cursor:
-            cursor.execute(self._sql.select_receipt, {"operation_id": operation_id})
+            execute(cursor, self._sql.select_receipt, {"operation_id": operation_id})
             row = cursor.fetchone()
         return None if row is None else self._receipt(row)
 
@@ -342,16 +184,15 @@ class SqlReceiptStore(ABC):
             "payload": canonical_json(item.payload), "now": self._time_parameter(now),
         }
         with self._write() as cursor:
-            review = self._written_review(cursor, self._sql.insert_review, parameters)
+            review = self._written(cursor, self._sql.insert_review, parameters)
             if item.operation_id is not None:
-                cursor.execute(self._sql.move_to_review, parameters)
+                execute(cursor, self._sql.move_to_review, parameters)
         return self._review(_required(review))
 
     def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
         with self._read() as cursor:
-            cursor.execute(
-                self._sql.list_reviews, {"status": None if status is None else status.value}
-            )
+            wanted = None if status is None else status.value
+            execute(cursor, self._sql.list_reviews, {"status": wanted})
             rows = cursor.fetchall()
         return [self._review(row) for row in rows]
 
@@ -370,13 +211,13 @@ class SqlReceiptStore(ABC):
             "now": self._time_parameter(now),
         }
         with self._write() as cursor:
-            cursor.execute(self._sql.lock_review, parameters)
+            execute(cursor, self._sql.lock_review, parameters)
             row = cursor.fetchone()
             if row is None:
                 raise StoreError(f"no review item {review_id!r}")
             if row["status"] == ReviewStatus.RESOLVED.value:
                 raise StoreError(f"review item {review_id!r} is already resolved")
-            written = self._written_review(cursor, self._sql.resolve_review, parameters)
+            written = self._written(cursor, self._sql.resolve_review, parameters)
             resolved = self._review(_required(written))
             if resolved.operation_id is not None:
                 settled = {
@@ -384,7 +225,7 @@ class SqlReceiptStore(ABC):
                     "operation_id": resolved.operation_id,
                     "error_class": resolved_error_class(resolution, resolved.reason),
                 }
-                cursor.execute(self._sql.settle_receipt, settled)
+                execute(cursor, self._sql.settle_receipt, settled)
         return resolved
 
     # Housekeeping --------------------------------------------------------------------------
@@ -392,9 +233,9 @@ class SqlReceiptStore(ABC):
     def purge(self, *, older_than: datetime) -> int:
         parameters = {"cutoff": self._time_parameter(older_than)}
         with self._write() as cursor:
-            cursor.execute(self._sql.purge_receipts, parameters)
+            execute(cursor, self._sql.purge_receipts, parameters)
             receipts = cursor.rowcount
-            cursor.execute(self._sql.purge_reviews, parameters)
+            execute(cursor, self._sql.purge_reviews, parameters)
             return receipts + cursor.rowcount
 
     # What a dialect supplies ---------------------------------------------------------------
@@ -419,17 +260,17 @@ class SqlReceiptStore(ABC):
 
     @staticmethod
     @abstractmethod
-    def _time_parameter(moment: datetime) -> Any:
+    def _time_parameter(moment: datetime, /) -> Any:
         """``moment`` as the database stores it (naive datetimes are refused)."""
 
     @staticmethod
     @abstractmethod
-    def _time_value(stored: Any) -> datetime:
+    def _time_value(stored: Any, /) -> datetime:
         """A stored instant as an aware datetime in UTC."""
 
     @staticmethod
     @abstractmethod
-    def _json_value(stored: Any) -> Any:
+    def _json_value(stored: Any, /) -> Any:
         """A stored JSON column as Python values."""
 
     def _describe_error(self, error: Exception) -> str:
@@ -445,47 +286,34 @@ class SqlReceiptStore(ABC):
     # Parameters and rows -------------------------------------------------------------------
 
     def _lease(self, worker: str, lease: timedelta, now: datetime) -> dict[str, Any]:
-        """The parameters of a lease ``worker`` takes at ``now`` for ``lease``."""
-        now = as_utc(now)
+        """The parameters of a lease ``worker`` takes at ``now`` (in UTC) for ``lease``."""
         return {
             "worker": worker,
             "lease_expires_at": self._time_parameter(now + lease),
             "now": self._time_parameter(now),
         }
 
-    def _written_row(
-        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any], refetch: str
-    ) -> Row | None:
-        """The row ``statement`` inserted or updated, or None if it matched none.
+    def _written(self, cursor: Cursor, write: Write, parameters: Mapping[str, Any]) -> Row | None:
+        """The row ``write`` inserted or updated, or None if it matched none.
 
-        Without ``RETURNING`` the row is read back with ``refetch`` by the key in
-        ``parameters``; the transaction holds it, so it is the row just written.
+        Without ``RETURNING`` the row is read back by its key; the transaction holds it, so
+        it is the row just written.
         """
-        cursor.execute(statement, parameters)
-        if self._sql.dialect.returning:
+        execute(cursor, write.statement, parameters)
+        if self._sql.returns_rows:
             row: Row | None = cursor.fetchone()
             return row
         if cursor.rowcount != 1:
             return None
-        cursor.execute(refetch, parameters)
+        execute(cursor, write.refetch, parameters)
         return _required(cursor.fetchone())
 
-    def _written_receipt(
-        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any]
-    ) -> Row | None:
-        return self._written_row(cursor, statement, parameters, self._sql.select_receipt)
-
-    def _written_review(
-        self, cursor: Cursor, statement: str, parameters: Mapping[str, Any]
-    ) -> Row | None:
-        return self._written_row(cursor, statement, parameters, self._sql.select_review)
-
-    def _existing(self, cursor: Cursor, statement: str, op: NewOperation) -> Receipt | None:
+    def _existing(self, cursor: Cursor, statement: Query, op: NewOperation) -> Receipt | None:
         """The receipt ``op`` collided with, read with ``statement``; None if it is gone.
 
         Raises ``OperationIdReused`` when it records other arguments.
         """
-        cursor.execute(statement, {"operation_id": op.operation_id})
+        execute(cursor, statement, {"operation_id": op.operation_id})
         row = cursor.fetchone()
         if row is None:
             return None
@@ -495,6 +323,8 @@ class SqlReceiptStore(ABC):
 
     def _receipt(self, row: Row) -> Receipt:
         time, json_value = self._time_value, self._json_value
+        confirmed_at, expires_at = row["confirmed_at"], row["confirmation_expires_at"]
+        lease_expires_at = row["lease_expires_at"]
         return Receipt(
             operation_id=row["operation_id"],
             state=ReceiptState(row["state"]),
@@ -510,14 +340,15 @@ class SqlReceiptStore(ABC):
             error_class=row["error_class"],
             detail=row["detail"],
             confirmed_by=row["confirmed_by"],
-            confirmed_at=self._optional_time(row["confirmed_at"]),
-            confirmation_expires_at=self._optional_time(row["confirmation_expires_at"]),
+            confirmed_at=None if confirmed_at is None else time(confirmed_at),
+            confirmation_expires_at=None if expires_at is None else time(expires_at),
             lease_owner=row["lease_owner"],
-            lease_expires_at=self._optional_time(row["lease_expires_at"]),
+            lease_expires_at=None if lease_expires_at is None else time(lease_expires_at),
             attempts=row["attempts"],
         )
 
     def _review(self, row: Row) -> ReviewItem:
+        time, taken_at, resolved_at = self._time_value, row["taken_at"], row["resolved_at"]
         return ReviewItem(
             review_id=row["review_id"],
             tool=row["tool"],
@@ -526,17 +357,14 @@ class SqlReceiptStore(ABC):
             operation_id=row["operation_id"],
             payload=self._json_value(row["payload"]),
             status=ReviewStatus(row["status"]),
-            created_at=self._time_value(row["created_at"]),
+            created_at=time(row["created_at"]),
             taken_by=row["taken_by"],
-            taken_at=self._optional_time(row["taken_at"]),
+            taken_at=None if taken_at is None else time(taken_at),
             resolution=row["resolution"],
             note=row["note"],
             resolved_by=row["resolved_by"],
-            resolved_at=self._optional_time(row["resolved_at"]),
+            resolved_at=None if resolved_at is None else time(resolved_at),
         )
-
-    def _optional_time(self, stored: Any) -> datetime | None:
-        return None if stored is None else self._time_value(stored)
 
 
 def pending_migrations(

@@ -25,15 +25,8 @@ from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc
-from callgate_rules.store.sql import (
-    Cursor,
-    Dialect,
-    Row,
-    SqlReceiptStore,
-    Statements,
-    pending_migrations,
-    render,
-)
+from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
+from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
 # Each entry upgrades the schema by one version; never edit one that has shipped.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -101,18 +94,21 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 MINIMUM_SQLITE = (3, 24, 0)
 
 SQLITE = Dialect(
-    placeholder=":{name}",
+    placeholder="?",
     casts={"json": "", "text": ""},  # JSON is TEXT, and SQLite infers no parameter types
     row_lock="",  # BEGIN IMMEDIATE holds the write lock on the whole file already
     returning="",
 )
 
-OLDEST_OPEN_REVIEW = """
+OLDEST_OPEN_REVIEW = render(
+    """
     SELECT review_id FROM callgate_reviews
     WHERE status = 'open'
     ORDER BY created_at, queue_position
     LIMIT 1
-"""
+    """,
+    SQLITE,
+)
 TAKE_REVIEW = render(
     """
     UPDATE callgate_reviews
@@ -121,6 +117,10 @@ TAKE_REVIEW = render(
     """,
     SQLITE,
 )
+
+
+def _text(moment: datetime) -> str:
+    return as_utc(moment).isoformat(timespec="microseconds")
 
 
 class SqliteStore(SqlReceiptStore):
@@ -209,27 +209,19 @@ class SqliteStore(SqlReceiptStore):
 
     def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any]) -> Row | None:
         # The write lock of BEGIN IMMEDIATE keeps every other reviewer out until we commit.
-        cursor.execute(OLDEST_OPEN_REVIEW, parameters)
+        execute(cursor, OLDEST_OPEN_REVIEW, parameters)
         oldest = cursor.fetchone()
         if oldest is None:
             return None
         taking = {**parameters, "review_id": oldest["review_id"]}
-        cursor.execute(TAKE_REVIEW, taking)
-        cursor.execute(self._sql.select_review, taking)
+        execute(cursor, TAKE_REVIEW, taking)
+        execute(cursor, self._sql.select_review, taking)
         row: Row | None = cursor.fetchone()
         return row
 
-    @staticmethod
-    def _time_parameter(moment: datetime) -> str:
-        return _text(moment)
-
-    @staticmethod
-    def _time_value(stored: str) -> datetime:
-        return datetime.fromisoformat(stored)
-
-    @staticmethod
-    def _json_value(stored: str) -> Any:
-        return json.loads(stored)
+    _time_parameter = staticmethod(_text)
+    _time_value = staticmethod(datetime.fromisoformat)
+    _json_value = staticmethod(json.loads)
 
     # Connections and transactions ----------------------------------------------------------
 
@@ -279,6 +271,3 @@ def _open_failure(url: str, exc: Exception) -> str:
         reason += " — does the directory exist and may this user write to it?"
     return f"cannot open receipt store {url}: {reason}"
 
-
-def _text(moment: datetime) -> str:
-    return as_utc(moment).isoformat(timespec="microseconds")

@@ -304,3 +304,19 @@ def test_postgres_role_without_privileges_fails_in_one_line(
         "the role lacks DELETE, INSERT, UPDATE on callgate_receipts; "
         "DELETE, INSERT, UPDATE on callgate_reviews"
     )
+
+
+def test_sqlite_older_than_upsert_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 23, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.23.1")
+
+    with pytest.raises(StoreConfigError) as caught:
+        SqliteStore(tmp_path / "receipts.db")
+
+    assert assert_one_clean_line(caught.value) == (
+        f"cannot open receipt store sqlite:///{tmp_path}/receipts.db: SQLite 3.23.1 is too old, "
+        "callgate needs 3.24.0 or newer"
+    )
+    assert not (tmp_path / "receipts.db").exists()
