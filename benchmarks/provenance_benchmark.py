@@ -19,7 +19,8 @@ of seconds.
   classified outcome.
 
 ``--before`` also times the regular expression the matcher replaced on the near-miss shape
-at 20, 40 and 80 kB (it is quadratic: the megabyte would take minutes).
+at 40, 80 and 120 kB (quadratic in the value: seconds per 40 kB block of near
+misses, so the megabyte takes minutes).
 
 Run from the repository root:  python benchmarks/provenance_benchmark.py [--quick] [--before]
 """
@@ -183,7 +184,7 @@ def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**m, "content": m["content"] + salt} for m in messages]
 
 
-def before(size_steps: tuple[int, ...] = (20_000, 40_000, 80_000)) -> None:
+def before(size_steps: tuple[int, ...] = (40_000, 80_000, 120_000)) -> None:
     """The pattern the matcher replaced, on the near-miss shape: quadratic."""
     print("\nbefore: the old pattern on the near-miss shape")
     value = squash("a" * 20_000)

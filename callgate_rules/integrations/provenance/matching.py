@@ -11,20 +11,24 @@ How, and what it costs (n: characters of the conversation, m: of the value):
 - Each piece of the conversation is *folded* once (NFKC, case-folded, white space runs made
   one space) and *squashed* (the same without spaces); a cache keyed by the raw text keeps
   both for later proposals of the same, growing, conversation. The index of a conversation
-  joins the squashed pieces, grouped by origin, into one text.
-- A value is squashed the same way and searched with ``str.find`` (CPython's two-way search
-  for long values: O(n + m)). An occurrence is checked against the folded text on both
-  sides (a word character there, with no space between, means "inside a longer word").
-- Occurrences that fail that check are skipped in bulk: when the value has period p, the
-  occurrences overlapping one found form a run spaced by p, which is measured with a few
-  slice comparisons, and only its first and last occurrence and those next to a space can
-  differ in the check; the next search starts past the run (two occurrences closer than
-  max(p, m - p) share the run, by the Fine–Wilf theorem).
+  joins the squashed pieces, grouped by origin, into one text; a value found in a group
+  sends the search on to the next group.
+- A value is squashed the same way and searched with ``str.find`` (CPython's two-way search:
+  O(n + m)). An occurrence is checked on both sides: a letter or digit there with no space
+  between (the folded text, or the piece's *space mask* once asked often) means "inside a
+  longer word".
+- Occurrences inside longer words are skipped in bulk. A value with period p < m has
+  overlapping occurrences in runs spaced by p: a run is measured with slice comparisons and
+  decided from the space mask by strided slices, in C, and the next search starts past it
+  (two occurrences closer than max(p, m - p) share a run: the Fine–Wilf theorem). A value of
+  at most 64 characters found inside longer words more than 48 times has all the rest
+  decided at once by byte masks (``masks``).
 
-So a value costs O(n + m) character comparisons in C plus, in Python, a constant number of
-steps per group of origins it is found in, per run of occurrences inside longer words, and
-per space next to such a run: at most one per character of the conversation, whatever the
-value. Typically a value costs one scan of the index text and a few microseconds.
+The bound: per value, O(n · min(m, 64)) byte operations in C, and in Python at most 48
+occurrence checks, one step per run (a run spans at least m characters, and the next search
+starts at least m/2 past it) and one per group of origins — for a value over 64 characters
+at most one step per 32 characters of the conversation. Typically: one scan of the index
+text and a few microseconds. ``benchmarks/provenance_benchmark.py`` prints both.
 """
 
 from __future__ import annotations
@@ -232,16 +236,6 @@ class ConversationIndex:
                                      len(SEPARATOR))
         return self._masks
 
-    def mask_around(self, at: int) -> tuple[int, int, bytes] | None:
-        """(start, end, space mask) of the piece holding ``at``, once it has a mask."""
-        piece = bisect_right(self.starts, at) - 1
-        if self._questions.get(piece, 0) <= _FEW_QUESTIONS:
-            return None
-        start = self.starts[piece]
-        mask = self.pieces[piece].space_mask()
-        return start, start + len(mask), mask
-
-
 class _Search:
     """Occurrences of one squashed value in an index text that are not inside longer words."""
 
@@ -249,7 +243,6 @@ class _Search:
         self.index, self.text, self.value, self.length = index, index.text, value, len(value)
         self.starts_word, self.ends_word = value[0].isalnum(), value[-1].isalnum()
         self.period = 0  # the value's smallest period, worked out at the first need
-        self._piece: tuple[int, int, bytes] = (0, 0, b"")  # (start, end, space mask)
         self.misses = 0  # occurrences found inside longer words so far
         self._on_their_own: bytes | None = None  # once many: every answer, as a mask
 
@@ -258,24 +251,20 @@ class _Search:
         if self._on_their_own is not None:
             return self._on_their_own.find(1, start)
         text, value, length = self.text, self.value, self.length
-        follows_space = self.follows_space
-        starts_word, ends_word = self.starts_word, self.ends_word
         tail, skip, period = "", 0, 0
         at = text.find(value, start)
         while at >= 0:
-            end = at + length
-            if not ((starts_word and text[at - 1:at].isalnum() and not follows_space(at))
-                    or (ends_word and text[end:end + 1].isalnum() and not follows_space(end))):
+            if self.on_its_own(at):
                 return at
             self.misses += 1
             if self.misses > _MANY_MISSES and length <= SHORT:  # all the rest at once, in C
-                self._on_their_own = self.index.masks().on_its_own(value, starts_word,
-                                                                   ends_word)
+                self._on_their_own = self.index.masks().on_its_own(
+                    value, self.starts_word, self.ends_word)
                 return self._on_their_own.find(1, at)
             if not period:
                 period = self.period = smallest_period(value)
                 tail, skip = value[length - period:], max(period + 1, length - period + 1)
-            if text.startswith(tail, end):  # another occurrence at + period: a run
+            if text.startswith(tail, at + length):  # another occurrence at + period: a run
                 run = (period + common_prefix(text, at, at + period) - length) // period
                 found = self.in_run(at, run)
                 if found >= 0:
@@ -286,21 +275,11 @@ class _Search:
 
     def on_its_own(self, at: int) -> bool:
         """Whether the occurrence at ``at`` is not inside a longer word."""
-        text, end = self.text, at + self.length
-        if self.starts_word and text[at - 1:at].isalnum() and not self.follows_space(at):
+        text, end, index = self.text, at + self.length, self.index
+        if self.starts_word and text[at - 1:at].isalnum() and not index.follows_space(at):
             return False
         return not (self.ends_word and text[end:end + 1].isalnum()
-                    and not self.follows_space(end))
-
-    def follows_space(self, at: int) -> bool:
-        """``ConversationIndex.follows_space``, with the space mask of the last piece asked
-        about at hand: a value inside many longer words asks about one piece many times."""
-        low, high, mask = self._piece
-        if low <= at < high:
-            return mask[at - low] == 1
-        answer = self.index.follows_space(at)
-        self._piece = self.index.mask_around(at) or self._piece
-        return answer
+                    and not index.follows_space(end))
 
     def in_run(self, at: int, run: int) -> int:
         """An occurrence on its own among ``at + j * period`` (1 ≤ j ≤ ``run``), or -1, when
