@@ -42,10 +42,11 @@ class ToolDefinitionError(CallgateError):
 # Decisions as tool results ----------------------------------------------------------------
 
 
-def tool_result_text(decision: Decision, call_id: str = "", *,
+def tool_result_text(decision: Decision, call_id: str | None = None, *,
                      sealer: Sealer | None = None) -> str:
-    """The text answering the model's call ``call_id``: the agent message, sealed as the
-    gate's own words when it carries no result from the destination.
+    """The text answering the model's call (``call_id``, by default the decision's own):
+    the agent message, sealed as the gate's own words when it carries no result from the
+    destination — for a host that builds its tool-result messages itself.
 
     The seal is made with ``sealer``, else the one the gate attached to the decision, else
     ``default_sealer()``; the gate reads conversations with the same one. A message that
@@ -55,7 +56,7 @@ def tool_result_text(decision: Decision, call_id: str = "", *,
         return text
     chosen = sealer or getattr(decision, "sealer", None) or default_sealer()
     assert isinstance(chosen, Sealer)
-    return chosen.seal(text, call_id)
+    return chosen.seal(text, call_id or decision.call_id or "")
 
 
 def openai_tool_message(decision: Decision, call_id: str | None = None, *,
