@@ -39,7 +39,9 @@ from callgate_rules.integrations.formats import (
     openai_tool,
     openai_tool_message,
     tool_definitions,
+    tool_result_text,
 )
+from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
 from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
 from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
 from callgate_rules.pipeline.gate import Gate
@@ -49,6 +51,7 @@ from callgate_rules.taxonomy import ErrorClass, Route
 
 __all__ = [
     "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",
+    "ConversationError", "ReadingLimits", "Sealer", "tool_result_text",
     "ConnectionLost", "Decision", "DecisionLog", "ErrorClass", "ExecutionRequest", "Executor",
     "Finder", "Finding", "Gate", "InputError", "LeaseLost", "OperationIdReused",
     "OutcomeTimeout", "RateLimited", "Refused", "Route", "Run", "ShadowVerdict",

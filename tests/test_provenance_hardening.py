@@ -429,3 +429,21 @@ def test_the_cli_decides_on_a_malformed_conversation(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "route:          await_confirmation" in result.output
     assert "provenance args.recipientIban: unknown" in result.output
+
+
+def test_a_gate_with_its_own_secret_seals_and_recognises_its_words(
+        gate: Any, dana: dict[str, Any], now: Any) -> None:
+    """The gate's ``secret=`` keys the seal: the formats helpers take it from the decision,
+    the gate reads the conversation with it, and another secret's seal is no seal."""
+    from callgate_rules import Gate
+
+    keyed = Gate(gate.config, resolvers=gate.resolvers, secret=b"this deployment's secret")
+    first = keyed.check(payment_call("c1"), actor=dana, now=now, session=SESSION,
+                        conversation=[{"role": "user", "content": "pay the invoice"}])
+    again = keyed.check(payment_call("c2"), actor=dana, now=now, session=SESSION,
+                        conversation=chat_retry(first))
+    assert (again.route, again.rule) == (Route.REFUSE, "sendPayment/recipient-from-somewhere")
+    other = Gate(gate.config, resolvers=gate.resolvers, secret=b"another deployment")
+    foreign = other.check(payment_call("c2"), actor=dana, now=now, session=SESSION,
+                          conversation=chat_retry(first))
+    assert foreign.route == Route.AWAIT_CONFIRMATION  # not its seal: an ordinary tool result

@@ -277,9 +277,12 @@ def _conversation(document: SourceDocument, at: NodePath, data: Mapping[str, Any
         return default
     conversation = _inline_or_file(data["conversation"], file, "the conversation")
     try:
-        read_conversation(conversation)
+        unreadable = read_conversation(conversation).unreadable
     except ValueError as error:
         raise InputError(f"{document.locate((*at, 'conversation'))}: {error}") from None
+    if unreadable:
+        raise InputError(f"{document.locate((*at, 'conversation'))}: the conversation cannot "
+                         f"be read: {unreadable}")
     return conversation
 
 

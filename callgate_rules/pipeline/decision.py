@@ -201,6 +201,8 @@ class Decision:
         cannot be rendered is copied as it is, to fail again when the copy reads it."""
         state = {}
         for name in list(self.__dict__):
+            if name == "sealer":  # holds a key: a copy seals with the default sealer
+                continue
             try:
                 state[name] = getattr(self, name)
             except Exception:

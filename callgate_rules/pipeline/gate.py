@@ -29,7 +29,7 @@ from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import ConfirmationError, StoreError
 from callgate_rules.integrations import confirmation, decision_log
 from callgate_rules.integrations.decision_log import DecisionLog
-from callgate_rules.integrations.provenance import read_conversation
+from callgate_rules.integrations.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.canonical import arguments_hash, operation_id
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
@@ -91,6 +91,9 @@ class Gate:
         # secret (or set CALLGATE_SECRET) when confirmations may outlive the process.
         env_secret = os.environ.get("CALLGATE_SECRET")
         self.secret = secret or (env_secret.encode() if env_secret else secrets.token_bytes(32))
+        # The gate's own tool-result texts are sealed with this, and recognised by it when a
+        # conversation brings them back: they are never evidence of where a value came from.
+        self.sealer = Sealer(self.secret) if secret or env_secret else default_sealer()
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
@@ -134,16 +137,16 @@ class Gate:
         led to the proposal (OpenAI or Anthropic format), from which the ``provenance`` of
         every argument value is worked out. Without a request ID, one is drawn when the
         log record is first read."""
-        return self._check(model_output, actor, now or self.clock(), request_id, session,
-                           conversation)[0]
+        return self._sealed(self._check(model_output, actor, now or self.clock(), request_id,
+                                        session, conversation)[0])
 
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
                request_id: str | None, session: Mapping[str, Any] | None = None,
                conversation: Any = None) -> tuple[Decision, Progress]:
         plans, limits = self.plans, self.config.routing.input_limits
         progress = Progress(time.perf_counter(), dict(session) if session else {},
-                            read_conversation(conversation) if conversation is not None
-                            else None)
+                            read_conversation(conversation, sealer=self.sealer)
+                            if conversation is not None else None)
         trace = progress.trace
         try:
             calls = propose.read(model_output, limits)  # 1 PROPOSE
@@ -301,8 +304,14 @@ class Gate:
                        log={**decision.log, "operation_id": operation.operation_id,
                             "receipt_state": str(receipt.state)})
 
+    def _sealed(self, decision: Decision) -> Decision:
+        """The decision, with the sealer the formats helpers seal its message with."""
+        decision.__dict__["sealer"] = self.sealer
+        return decision
+
     def _record(self, decision: Decision) -> Decision:
         """Count the decision and write its log line."""
+        self._sealed(decision)
         with self._counters_lock:
             decision_log.count(self.counters, decision.log)
         if self.decision_log is not None:

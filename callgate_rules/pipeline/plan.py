@@ -146,7 +146,12 @@ def failure_of(expression: CompiledExpression, variables: Mapping[str, Any],
 def traced_sources(arguments: Any, conversation: provenance.Conversation, contract: Contract,
                    variables: Mapping[str, Any], thresholds: provenance.Thresholds,
                    trace: list[RawTraceEntry]) -> Any:
-    """Where each argument value came from, with a trace entry per value."""
+    """Where each argument value came from, with a trace entry per value (and why a
+    conversation could not be read, or what of it was skipped)."""
+    if conversation.unreadable:
+        trace.append(("validate", "conversation", "unreadable", conversation.unreadable))
+    for note in conversation.notes:
+        trace.append(("validate", "conversation", "note", note))
     sources = provenance.trace_sources(arguments, conversation,
                                        looked_up(contract, variables), thresholds)
     for path, found in provenance.flatten(sources):
