@@ -386,3 +386,39 @@ def test_a_lone_surrogate_in_a_tool_name_is_shown_escaped_on_the_cli(tmp_path: P
         assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
         assert done.returncode in (0, 1)
         assert b"unknown_tool" in done.stdout
+
+
+# Hostile structure passed as an object -----------------------------------------------------
+
+
+def nested_lists(depth: int) -> list[Any]:
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+def nested_messages(depth: int) -> dict[str, Any]:
+    outer: dict[str, Any] = {"role": "assistant", "content": []}
+    inner = outer
+    for _ in range(depth):
+        child: dict[str, Any] = {"role": "assistant", "content": []}
+        inner["content"].append(child)
+        inner = child
+    return outer
+
+
+@pytest.mark.parametrize("output", [
+    nested_lists(100_000), nested_messages(100_000),
+    {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "getTicketStatus", "arguments": "{}"}}] * 100_000},
+], ids=["lists deeper than the recursion limit", "messages deeper than the recursion limit",
+        "100,000 calls as an object"])
+def test_a_hostile_object_is_a_quick_decision(gate: Gate, dana: dict[str, Any],
+                                              output: Any) -> None:
+    started = time.perf_counter()
+    decision = gate.check(output, actor=dana, now=NOW)
+    assert (decision.route, decision.error_class) == (Route.REGENERATE, ErrorClass.MALFORMED)
+    assert time.perf_counter() - started < 2.0  # bounded by the limits, not by the object

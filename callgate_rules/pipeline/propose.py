@@ -65,7 +65,7 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
         if size > limits.max_bytes:
             raise _too_large(size, limits)
         output = read_json(output, "model output is")
-    calls = _one_chat_call(output) or _calls_in(output)
+    calls = _one_chat_call(output) or _calls_in(output, limits.max_calls, 0)
     if calls is None:
         raise Rejection(
             ErrorClass.MALFORMED,
@@ -224,16 +224,30 @@ def _too_large(size: int, limits: InputLimits) -> Rejection:
     )
 
 
-def _calls_in(value: Any) -> list[ProposedCall] | None:
-    """The calls in ``value``, ``[]`` for a recognised message with none, ``None`` if unknown."""
+# How deep the formats nest their calls (a list of choices, a message, its tool_calls, a
+# call); an object nested deeper than this holds no call the gate reads, and is not walked.
+_MAX_NESTING = 8
+
+
+def _calls_in(value: Any, max_calls: int = 1 << 62, depth: int = 0) -> list[ProposedCall] | None:
+    """The calls in ``value``, ``[]`` for a recognised message with none, ``None`` if unknown.
+    An already-decoded object is bounded as a text is: no deeper than the formats nest, and
+    reading stops past ``max_calls`` calls (``malformed``, as parse would say)."""
+    if depth > _MAX_NESTING:
+        return None
     if isinstance(value, list):
         found: list[ProposedCall] = []
         recognised = False
-        for item in value:
-            calls = _calls_in(item)
+        last = len(value) - 1
+        for index, item in enumerate(value):
+            calls = _calls_in(item, max_calls, depth + 1)
             if calls is not None:
                 recognised = True
                 found.extend(calls)
+                if len(found) > max_calls and index < last:  # the count, were it read whole
+                    raise Rejection(ErrorClass.MALFORMED, f"the message holds more than "
+                                    f"{max_calls} calls, the limit",
+                                    extra={"bound": "max_calls"})
         return found if recognised else None
     # isinstance(x, dict) first: decoded JSON is a dict, and the Mapping check is slower.
     if not (isinstance(value, dict) or isinstance(value, Mapping)):
@@ -243,14 +257,16 @@ def _calls_in(value: Any) -> list[ProposedCall] | None:
     choices = get("choices")
     if isinstance(choices, list) and choices:
         first = choices[0]
-        return _calls_in(first.get("message")) if _is_mapping(first) else None
+        return _calls_in(first.get("message"), max_calls, depth + 1) \
+            if _is_mapping(first) else None
     if "tool_calls" in value:
         tool_calls = value["tool_calls"]
-        return _calls_in(tool_calls) or [] if isinstance(tool_calls, list) else None
+        return _calls_in(tool_calls, max_calls, depth + 1) or [] \
+            if isinstance(tool_calls, list) else None
     if isinstance(get("output"), list) and "name" not in value:
-        return _calls_in(value["output"]) or []
+        return _calls_in(value["output"], max_calls, depth + 1) or []
     if isinstance(get("content"), list) and get("role") == "assistant":
-        return _calls_in(value["content"]) or []
+        return _calls_in(value["content"], max_calls, depth + 1) or []
     # Single calls.
     kind = get("type")
     function = get("function")
