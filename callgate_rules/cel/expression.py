@@ -158,8 +158,131 @@ def _matches(text: Any, pattern: Any) -> Any:
     return celtypes.BoolType(compiled.search(text))
 
 
+_CEL_NUMBER_TYPES = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, _CEL_NUMBER_TYPES) and not isinstance(value, celtypes.BoolType)
+
+
+def _plain_number(value: Any) -> int | float:
+    return float(value) if isinstance(value, celtypes.DoubleType) else int(value)
+
+
+def _equal(left: Any, right: Any) -> Any:
+    """CEL ``==`` on cel-python values with the spec's heterogeneous numeric equality:
+    numbers of any numeric type compare by value, a number and a non-number are unequal,
+    lists and maps compare element-wise by this equality; everything else is cel-python's.
+    Returns a ``BoolType`` or a ``CELEvalError``."""
+    if isinstance(left, celpy.CELEvalError):
+        return left
+    if isinstance(right, celpy.CELEvalError):
+        return right
+    left_number, right_number = _is_number(left), _is_number(right)
+    if left_number and right_number:
+        return celtypes.BoolType(_plain_number(left) == _plain_number(right))
+    if left_number or right_number:
+        other = right if left_number else left
+        if not isinstance(other, celtypes.ListType | celtypes.MapType):
+            return celtypes.BoolType(False)
+    if isinstance(left, celtypes.ListType) and isinstance(right, celtypes.ListType):
+        return _all_equal(list(zip(left, right, strict=False)), len(left) == len(right))
+    if isinstance(left, celtypes.MapType) and isinstance(right, celtypes.MapType):
+        if len(left) != len(right):
+            return celtypes.BoolType(False)
+        pairs = []
+        for key, value in left.items():
+            found = _find_key(right, key)
+            if found is None:
+                return celtypes.BoolType(False)
+            pairs.append((value, right[found]))
+        return _all_equal(pairs, True)
+    return celpy.evaluation.bool_eq(left, right)
+
+
+def _all_equal(pairs: list[tuple[Any, Any]], same_length: bool) -> Any:
+    # An unequal pair decides "false" even past a pair that cannot be compared.
+    if not same_length:
+        return celtypes.BoolType(False)
+    error = None
+    for left_item, right_item in pairs:
+        try:
+            result = _equal(left_item, right_item)
+        except (TypeError, ValueError) as failure:
+            result = celpy.CELEvalError("no such overload", type(failure), failure.args)
+        if isinstance(result, celpy.CELEvalError):
+            error = error or result
+        elif not result:
+            return celtypes.BoolType(False)
+    return error if error is not None else celtypes.BoolType(True)
+
+
+def _find_key(mapping: Mapping[Any, Any], key: Any) -> Any:
+    """The key of ``mapping`` equal to ``key``: numeric keys find each other by value."""
+    for candidate in mapping:
+        if _is_number(key) and _is_number(candidate):
+            if _plain_number(candidate) == _plain_number(key):
+                return candidate
+        elif type(candidate) is type(key) and candidate == key:
+            return candidate
+    return None
+
+
+def _not_equal(left: Any, right: Any) -> Any:
+    result = _equal(left, right)
+    return result if isinstance(result, celpy.CELEvalError) else celtypes.BoolType(not result)
+
+
+def _numeric_ordering(
+    operator: Callable[[Any, Any], bool], standard: Callable[[Any, Any], Any],
+) -> Callable[[Any, Any], Any]:
+    """cel-python's ordering, with numbers of different numeric types ordered by value."""
+    def ordered(left: Any, right: Any) -> Any:
+        if _is_number(left) and _is_number(right) and type(left) is not type(right):
+            return celtypes.BoolType(operator(_plain_number(left), _plain_number(right)))
+        return standard(left, right)
+
+    return ordered
+
+
+def _is_in(item: Any, container: Any) -> Any:
+    """CEL ``in`` by :func:`_equal`: list elements, or map keys (numeric keys by value).
+    A match decides "true" past elements that cannot be compared; without one, such an
+    element makes the result an error."""
+    if isinstance(item, celpy.CELEvalError):
+        return item
+    if isinstance(container, celtypes.MapType):
+        return celtypes.BoolType(_find_key(container, item) is not None)
+    if not isinstance(container, celtypes.ListType):
+        return celpy.evaluation.operator_in(item, container)
+    error = None
+    for element in container:
+        try:
+            result = _equal(element, item)
+        except (TypeError, ValueError) as failure:
+            result = celpy.CELEvalError("no such overload", type(failure), failure.args)
+        if isinstance(result, celpy.CELEvalError):
+            error = error or result
+        elif result:
+            return celtypes.BoolType(True)
+    return error if error is not None else celtypes.BoolType(False)
+
+
+# The comparisons with the current spec's numeric semantics, which cel-python (it answers
+# ``1 == 1.0`` with "no such overload") does not have; the fallback and the conformance
+# harness's plain cel-python evaluator both run with them.
+SPEC_COMPARISONS: Mapping[str, Callable[..., Any]] = {
+    "_==_": _equal,
+    "_!=_": _not_equal,
+    "_<_": _numeric_ordering(lambda a, b: a < b, celpy.evaluation.bool_lt),
+    "_<=_": _numeric_ordering(lambda a, b: a <= b, celpy.evaluation.bool_le),
+    "_>_": _numeric_ordering(lambda a, b: a > b, celpy.evaluation.bool_gt),
+    "_>=_": _numeric_ordering(lambda a, b: a >= b, celpy.evaluation.bool_ge),
+    "_in_": _is_in,
+}
+
 # Standard functions the fallback takes from callgate rather than from cel-python.
-_SHARED_FUNCTIONS: Mapping[str, Callable[..., Any]] = {"matches": _matches}
+_SHARED_FUNCTIONS: Mapping[str, Callable[..., Any]] = {"matches": _matches, **SPEC_COMPARISONS}
 
 
 def _interpreted(tree: Tree) -> Callable[[Mapping[str, Any]], Any]:

@@ -36,7 +36,13 @@ from celpy.evaluation import CELEvalError
 from lark import Token, Tree
 
 from callgate_rules.cel.errors import CelEvaluationError, CelSyntaxError
-from callgate_rules.cel.expression import compile_expression, from_cel, parse, to_cel
+from callgate_rules.cel.expression import (
+    SPEC_COMPARISONS,
+    compile_expression,
+    from_cel,
+    parse,
+    to_cel,
+)
 
 ENVIRONMENT_VARIABLE = "CALLGATE_CEL_CONFORMANCE_DIR"
 
@@ -520,9 +526,12 @@ def _judge(case: ConformanceCase, run: Callable[[], Any]) -> Outcome:
 
 
 def cel_python_evaluator(source: str | Tree[Token]) -> Evaluator:
-    """cel-python's interpreter with no callgate code in the evaluation path; ``source`` is
-    CEL text or the tree ``callgate_rules.cel.expression.parse`` made of it."""
-    program = celpy.Environment().program(parse(source) if isinstance(source, str) else source)
+    """cel-python's interpreter with no callgate code in the evaluation path but the current
+    spec's numeric comparisons (``SPEC_COMPARISONS``: cel-python predates heterogeneous
+    numeric equality and ordering); ``source`` is CEL text or the tree
+    ``callgate_rules.cel.expression.parse`` made of it."""
+    program = celpy.Environment().program(parse(source) if isinstance(source, str) else source,
+                                          functions=dict(SPEC_COMPARISONS))
 
     def evaluate(variables: Mapping[str, Any]) -> Any:
         activation = {name: to_cel(value) for name, value in variables.items()}

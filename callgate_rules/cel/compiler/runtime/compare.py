@@ -1,7 +1,11 @@
-"""CEL ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` and ``in``, as cel-python answers them.
+"""CEL ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` and ``in``, as the current CEL spec has them.
 
 Generated code compares two operands of one exact scalar type inline (``SCALAR_TYPES`` for
-equality, ``ORDERED_TYPES`` for ordering) and calls these for every other pair.
+equality, ``ORDERED_TYPES`` for ordering) and calls these for every other pair. Numbers of
+different types (``int``, ``uint``, ``double``) compare by their mathematical value, as the
+spec's heterogeneous equality and ordering require: Python's own ``int``/``float``
+comparison is exact (``9223372036854775807 != 9.223372036854776e18``), and NaN equals
+nothing and is ordered against nothing, so it is used as is, with ``bool`` kept apart.
 """
 
 from __future__ import annotations
@@ -23,15 +27,15 @@ from callgate_rules.cel.errors import CelEvaluationError
 SCALAR_TYPES = frozenset({str, int, float, bool, bytes, type(None), datetime, timedelta})
 ORDERED_TYPES = frozenset({str, int, float, bool, bytes, datetime, timedelta})
 
-_NUMERIC_KINDS = frozenset({"int", "double"})
+_NUMERIC_KINDS = frozenset({"int", "uint", "double"})
 _ORDERED_KINDS = frozenset({"int", "double", "string", "bytes", "bool", "timestamp", "duration"})
 
 
 def equals(left: Any, right: Any) -> bool:
-    """CEL ``==`` as cel-python answers it for operands of different types: numbers equal
-    only numbers of their own type (``1 == 1.0`` and ``1 == true`` have no overload), lists
-    and maps compare element-wise and equal ``null`` never, and the remaining kinds (bool,
-    string, bytes, null, timestamp, duration) are simply unequal to one another."""
+    """CEL ``==`` for operands of different types: numbers of any numeric type compare by
+    value (``1 == 1.0``), lists and maps compare element-wise and equal ``null`` never,
+    and the remaining kinds (bool, string, bytes, null, timestamp, duration) are simply
+    unequal to one another and to numbers, as the spec's heterogeneous equality has it."""
     left_type = type(left)
     if left_type is type(right) and left_type in SCALAR_TYPES:
         return bool(left == right)
@@ -42,8 +46,8 @@ def equals(left: Any, right: Any) -> bool:
         if left_kind == "map":
             return _maps_equal(left, right)
         return bool(left == right)
-    if left_kind in _NUMERIC_KINDS or right_kind in _NUMERIC_KINDS:
-        raise no_overload("_==_", left, right)
+    if left_kind in _NUMERIC_KINDS and right_kind in _NUMERIC_KINDS:
+        return bool(left == right)
     if left_kind in AGGREGATE_KINDS or right_kind in AGGREGATE_KINDS:
         if left_kind == "null" or right_kind == "null":
             return False
@@ -86,15 +90,21 @@ def _maps_equal(left: Mapping[Any, Any], right: Mapping[Any, Any]) -> bool:
 def find_key(mapping: Mapping[Any, Any], key: Any) -> Any:
     """The key of ``mapping`` that equals ``key`` with the same CEL kind, or ``ABSENT``.
 
-    Python's dict would let ``1`` find ``True`` (and ``1.0``); CEL keys never cross kinds.
-    Strings only ever equal strings in Python, so they take the hash lookup directly."""
+    Python's dict would let ``1`` find ``True``; CEL keys never cross kinds, except that
+    numeric keys find each other by value (``1u``, ``1`` and ``1.0`` name one key), as the
+    spec's heterogeneous equality has it. Strings only ever equal strings in Python, so they
+    take the hash lookup directly."""
     if type(key) is str:
         return key if key in mapping else ABSENT
-    key_kind = kind(key)
+    key_kind = _numeric_or_kind(kind(key))
     for candidate in mapping:
-        if candidate == key and kind_or_python_type(candidate) == key_kind:
+        if candidate == key and _numeric_or_kind(kind_or_python_type(candidate)) == key_kind:
             return candidate
     return ABSENT
+
+
+def _numeric_or_kind(value_kind: str) -> str:
+    return "number" if value_kind in _NUMERIC_KINDS else value_kind
 
 
 def _ordering(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -105,9 +115,8 @@ def _ordering(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[A
         left_kind, right_kind = kind(left), kind(right)
         if left_kind == right_kind and left_kind in _ORDERED_KINDS:
             return compare(left, right)
-        if left_kind == "double" and right_kind == "int":
-            # cel-python orders a double against an int (exactly, as Python does) but not
-            # an int against a double; both backends must answer alike.
+        if left_kind in _NUMERIC_KINDS and right_kind in _NUMERIC_KINDS:
+            # Heterogeneous numeric ordering: exact, as Python compares int with float.
             return compare(left, right)
         raise no_overload(operator, left, right)
 
