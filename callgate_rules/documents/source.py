@@ -337,29 +337,30 @@ def read_data_file(path: str, what: str) -> Any:
     return documents[0].data
 
 
-class _RepeatedKey(ValueError):
-    pass
+class RepeatedKey(ValueError):
+    """A JSON object repeats a key (``args[0]``): JSON leaves its meaning open."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook`` that raises ``RepeatedKey`` for a repeated key."""
     result = dict(pairs)
     if len(result) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(key)
+                raise RepeatedKey(key)
             seen.add(key)
     return result
 
 
 def _read_json_data(text: str, path: str, what: str) -> Any:
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
+        value = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise InputError(
             f"{path}:{error.lineno}:{error.colno}: {what} is not valid JSON: {error.msg}"
         ) from None
-    except _RepeatedKey as error:
+    except RepeatedKey as error:
         raise InputError(f"{path}: {what}: the key {error.args[0]!r} appears twice in one "
                          "object; which one is meant?") from None
     except RecursionError:

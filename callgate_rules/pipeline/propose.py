@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, TypeGuard
 import msgspec
 
 from callgate_rules.documents.model import InputLimits
+from callgate_rules.documents.source import RepeatedKey, unique_keys
 from callgate_rules.pipeline.decision import RawTraceEntry
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.taxonomy import ErrorClass
@@ -175,26 +176,11 @@ def _may_repeat_a_key(text: str, value: Any) -> bool:
         return True
 
 
-class _RepeatedKey(Exception):
-    pass
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKey(key)
-            seen.add(key)
-    return result
-
-
 def _repeated_key(text: str) -> str | None:
     """The first key an object of ``text`` (valid JSON) repeats, or ``None``."""
     try:
-        json.loads(text, object_pairs_hook=_unique_pairs)
-    except _RepeatedKey as repeated:
+        json.loads(text, object_pairs_hook=unique_keys)
+    except RepeatedKey as repeated:
         return str(repeated.args[0])
     except (ValueError, RecursionError):
         return None  # read once already; the first reading decided how it fails
