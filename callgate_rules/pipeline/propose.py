@@ -168,10 +168,13 @@ def _may_repeat_a_key(text: str, value: Any) -> bool:
     value's, re-encoded (one per key kept, and the strings kept), unless a repeated key was
     dropped with its value. An escaped colon (``\\u003a``) would spoil the count: such a
     text, or one msgspec cannot encode back, is read again exactly."""
-    if "\\u003a" in text or "\\u003A" in text:
+    colons = text.count(":")
+    if colons < 2:  # at most one member: nothing to repeat
+        return False
+    if "u003" in text:  # "\\u003a" or "\\u003A" (a needle starting with "\\" costs more)
         return True
     try:
-        return text.count(":") != _fast_encode(value).count(b":")
+        return colons != _fast_encode(value).count(b":")
     except (msgspec.EncodeError, OverflowError, TypeError, UnicodeError):
         return True
 
