@@ -18,7 +18,8 @@ optional form ``a[?b]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 
@@ -36,7 +37,7 @@ class Literal:
     ``bool`` or ``None`` (``null``), in the runtime representation of ``cel.values``."""
 
     value: Any
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ class Ident:
     leading dot (``.name``), a name resolved in the root scope only."""
 
     name: str
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ class Select:
     operand: Node
     field: str
     optional: bool = False
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ class Index:
     operand: Node
     index: Node
     optional: bool = False
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class Call:
     function: str
     args: tuple[Node, ...]
     target: Node | None = None
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ class Macro:
     name: str
     args: tuple[Node, ...]
     target: Node | None = None
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ class ListLiteral:
 
     elements: tuple[Node, ...]
     optional_indices: frozenset[int] = frozenset()
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +114,13 @@ class MapEntry:
     key: Node
     value: Node
     optional: bool = False  # ``{?k: v}``
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class MapLiteral:
     entries: tuple[MapEntry, ...]
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,7 @@ class StructLiteral:
 
     type_name: str
     fields: tuple[MapEntry, ...]  # keys are Literal field names
-    at: Position = field(default=Position(), compare=False)
+    at: Position = dataclass_field(default=Position(), compare=False)
 
 
 Node = (
