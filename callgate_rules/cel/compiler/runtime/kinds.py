@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.values import CelType, Optional, UInt
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -46,6 +47,9 @@ _KIND_OF_TYPE: dict[type, str] = {
     dict: "map",
     datetime: "timestamp",
     timedelta: "duration",
+    UInt: "uint",
+    CelType: "type",
+    Optional: "optional_type",
 }
 
 
