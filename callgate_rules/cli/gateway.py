@@ -68,7 +68,7 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
     """
     _require_extra()
     from callgate_rules.gateway import GatewayConfigError, Settings, UpstreamSpec, run
-    from callgate_rules.gateway.identity import identity_from_files, load_auth
+    from callgate_rules.integrations.identity import identity_from_files, load_auth
 
     settings = Settings(
         upstream=UpstreamSpec(command=upstream_command, url=upstream_url),

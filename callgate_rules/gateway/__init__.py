@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import anyio
 
-from callgate_rules.gateway.identity import (
+from callgate_rules.gateway.server import Gateway, GatewayConfigError, Settings, serve
+from callgate_rules.gateway.upstream import UpstreamSpec, UpstreamStartError
+from callgate_rules.integrations.identity import (
     Identity,
     TokenVerifier,
     identity_from_files,
     load_auth,
 )
-from callgate_rules.gateway.server import Gateway, GatewayConfigError, Settings, serve
-from callgate_rules.gateway.upstream import UpstreamSpec, UpstreamStartError
 
 __all__ = [
     "Gateway", "GatewayConfigError", "Identity", "Settings", "TokenVerifier", "UpstreamSpec",

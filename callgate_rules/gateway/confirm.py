@@ -35,8 +35,8 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from callgate_rules.gateway.identity import Identity
 from callgate_rules.gateway.results import declined, pending
+from callgate_rules.integrations.identity import Identity
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.store.base import NewReviewItem, ReviewItem, ReviewStatus

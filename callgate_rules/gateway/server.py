@@ -48,7 +48,6 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.errors import CallgateError
 from callgate_rules.gateway import binding
 from callgate_rules.gateway.confirm import Confirmer, unseal
-from callgate_rules.gateway.identity import BearerAuth, Identity, TokenVerifier, identity_of
 from callgate_rules.gateway.results import (
     CONVERSATION_META,
     REQUEST_ID_META,
@@ -56,6 +55,7 @@ from callgate_rules.gateway.results import (
     result_of,
 )
 from callgate_rules.gateway.upstream import Upstream, UpstreamSpec, connect, sole_error
+from callgate_rules.integrations.identity import BearerAuth, Identity, TokenVerifier, identity_of
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run
