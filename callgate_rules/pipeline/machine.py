@@ -1,5 +1,11 @@
-"""Steps 5 and 6 as a state machine: claim → send → (reconcile) for one operation, and
-the read of a read tool, both under one retry policy.
+"""Steps 5 and 6 as a state machine: claim → send → answered → (reconcile) for one
+operation, and the read of a read tool, both under one retry policy.
+
+The gate runs the machine to its end (``run``): its executor sends, the machine sleeps its
+backoffs. A host that executes its writes itself (``pipeline.hosted``) drives the very same
+machine one step at a time (``advance`` with ``HOST_STEPS``): it pauses where the host must
+act — at SEND (execute now) and at SLEEP (come back after a delay) — and resumes at ANSWERED
+with what the destination said, or at RECONCILE with what it holds.
 
 Transport retries (the same operation sent again) are counted per call in ``Retries``;
 regenerations (the model proposes a new call) are counted per run in ``route.Run``, and the
@@ -21,7 +27,15 @@ from typing import Any
 
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
-from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Failed, Finder, Sent, send
+from callgate_rules.pipeline.execute import (
+    ExecutionRequest,
+    Executor,
+    Failed,
+    Finder,
+    Outcome,
+    Sent,
+    send,
+)
 from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
 from callgate_rules.pipeline.record import Masking
 from callgate_rules.pipeline.route import Ending, limit_ending
@@ -79,13 +93,20 @@ class Retries:
         self.count += 1
         return None
 
-    def wait(self, trace: Trace) -> str | None:
-        """Sleep the backoff before the next attempt, or say why it would pass the deadline."""
+    def backoff(self) -> float | str:
+        """The backoff before the next attempt, or why waiting it would pass the deadline."""
         delay = backoff_delay(self.count - 1, self.budgets, self.rng, self.retry_after)
         self.retry_after = None
         if self.clock() + timedelta(seconds=delay) > self.deadline:
             return (f"waiting {delay:.1f}s more would pass the call deadline of "
                     f"{self.budgets.call_deadline_seconds:g}s")
+        return delay
+
+    def wait(self, trace: Trace) -> str | None:
+        """Sleep the backoff before the next attempt, or say why it would pass the deadline."""
+        delay = self.backoff()
+        if isinstance(delay, str):
+            return delay
         trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.count})")
         self.sleep(delay)
         return None
@@ -93,9 +114,15 @@ class Retries:
 
 class State(StrEnum):
     CLAIM = "claim"
-    SEND = "send"
+    SEND = "send"  # the executor (or the host) sends the operation
+    ANSWERED = "answered"  # what the destination said: verified, or its failure classified
     RECONCILE = "reconcile"
-    WAIT = "wait"
+    WAIT = "wait"  # the backoff before the next attempt, if the deadline leaves room
+    SLEEP = "sleep"  # waiting it out (a host waits itself), then ``after_wait``
+
+
+# Where a host that executes its own writes takes over: it sends, and it waits.
+HOST_STEPS = frozenset({State.SEND, State.SLEEP})
 
 
 @dataclass
@@ -118,6 +145,8 @@ class WriteMachine:
     trace: Trace
     retries: Retries = field(init=False)
     after_wait: State = State.CLAIM
+    delay: float = 0.0  # the backoff SLEEP waits out
+    answer: Outcome | None = None  # what the executor (or the host) reported, for ANSWERED
     reconciled: bool = False
     sent: bool = False  # has the operation been handed to the executor yet?
 
@@ -125,15 +154,24 @@ class WriteMachine:
         self.retries = Retries(self.routing.budgets, self.clock, self.sleep, self.rng)
 
     def run(self, start: State = State.CLAIM) -> Ending:
+        """From ``start`` to the ending: the executor sends, the backoffs are slept."""
+        ending = self.advance(start)
+        assert isinstance(ending, Ending)
+        return ending
+
+    def advance(self, start: State, pause: frozenset[State] = frozenset()) -> State | Ending:
+        """Step from ``start`` until an ending, or until a state in ``pause`` is next."""
         handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
             State.CLAIM: self.claim,
             State.SEND: self.send,
+            State.ANSWERED: self.answered,
             State.RECONCILE: self.reconcile,
             State.WAIT: self.wait,
+            State.SLEEP: self.slept,
         }
         state: State | Ending = start
         try:
-            while isinstance(state, State):
+            while isinstance(state, State) and state not in pause:
                 state = handlers[state]()
         except StoreError as error:
             return store_failed(error, self.sent, self.route_of(ErrorClass.TRANSIENT))
@@ -176,20 +214,32 @@ class WriteMachine:
                       f"an earlier attempt of this operation failed: {receipt.detail}",
                       receipt.result, str(receipt.state))
 
-    def send(self) -> State | Ending:
+    def request(self) -> ExecutionRequest | None:
+        """What is sent now, with the deadline of its answer: the contract's timeout within
+        what is left of the call deadline; ``None`` once the call deadline has passed."""
         now = self.clock()
         remaining = (self.retries.deadline - now).total_seconds()
         if remaining <= 0:
+            return None
+        return ExecutionRequest(self.contract.name, self.operation.arguments,
+                                self.operation.operation_id,
+                                now + timedelta(seconds=min(remaining,
+                                                            self.contract.timeout_seconds)),
+                                self.actor, self.records)
+
+    def send(self) -> State | Ending:
+        request = self.request()
+        if request is None:
             return self.give_up(ReceiptState.FAILED, ErrorClass.TRANSIENT,
                                 "the call deadline passed before sending")
-        request = ExecutionRequest(self.contract.name, self.operation.arguments,
-                                   self.operation.operation_id,
-                                   now + timedelta(seconds=min(remaining,
-                                                               self.contract.timeout_seconds)),
-                                   self.actor, self.records)
         self.sent = True
-        outcome = send(self.executor, request, self.contract,
-                       min(remaining, self.contract.timeout_seconds))
+        self.answer = send(self.executor, request, self.contract,
+                           (request.deadline - self.clock()).total_seconds())
+        return State.ANSWERED
+
+    def answered(self) -> State | Ending:
+        outcome = self.answer
+        assert outcome is not None, "ANSWERED follows SEND, or a host's report"
         if isinstance(outcome, Sent):
             self.trace("execute", "send", "answered")
             return self.verified(outcome.result, late=False)
@@ -235,12 +285,18 @@ class WriteMachine:
         return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
 
     def wait(self) -> State | Ending:
-        said = self.retries.wait(self.trace)
-        if said is None:
-            return self.after_wait
-        if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
-            return self.to_review(ErrorClass.RECONCILE_FAILED, said)
-        return self.exhausted(said, said)
+        delay = self.retries.backoff()
+        if isinstance(delay, str):
+            if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
+                return self.to_review(ErrorClass.RECONCILE_FAILED, delay)
+            return self.exhausted(delay, delay)
+        self.delay = delay
+        self.trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.retries.count})")
+        return State.SLEEP
+
+    def slept(self) -> State:
+        self.sleep(self.delay)
+        return self.after_wait
 
     # -- transitions shared by the states
 
