@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,9 +12,17 @@ from typing import Any
 
 import click
 
-from callgate_rules.documents.compiler import build_routing, compile_paths, parse_duration
+from callgate_rules.documents.compiler import build_routing, compile_paths
+from callgate_rules.documents.durations import parse_duration
 from callgate_rules.errors import InputError
-from callgate_rules.store import ReviewItem, ReviewStatus, open_store
+from callgate_rules.store import (
+    SQLITE_PREFIX,
+    SQLITE_SUFFIXES,
+    ReceiptStore,
+    ReviewItem,
+    ReviewStatus,
+    open_store,
+)
 
 STORE_OPTION = click.option(
     "--store", "store_url", envvar="CALLGATE_STORE", default="sqlite:///callgate.sqlite3",
@@ -33,7 +42,7 @@ def receipts() -> None:
 @receipts.command("purge")
 @STORE_OPTION
 @click.option("--older-than", "older_than", default=None,
-              help="A duration such as 720h or 30d (default: the RoutingTable's retention).")
+              help="A duration such as 720h, 30d or P30D (default: the RoutingTable's retention).")
 @click.option("--policies", "policies_dir", default="policies", show_default=True)
 def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) -> None:
     """Delete finished receipts and resolved reviews older than the retention."""
@@ -57,10 +66,9 @@ def _retention_seconds(policies_dir: str) -> float:
 
 
 def _duration_seconds(text: str) -> float:
-    """``--older-than``: what the documents accept (``720h``), and also days (``30d``)."""
-    in_hours = text[:-1] + "h" if text.endswith("d") else text
+    """``--older-than``: any duration the documents accept (``720h``, ``30d``, ``P30D``)."""
     try:
-        return parse_duration(in_hours) * (24 if text.endswith("d") else 1)
+        return parse_duration(text)
     except ValueError as error:
         raise InputError(f"--older-than: {error}") from None
 
@@ -92,7 +100,7 @@ def review() -> None:
               show_default=True)
 def review_list(store_url: str, show_all: bool, output_format: str) -> None:
     """List open (and taken) review items, oldest first."""
-    store = open_store(store_url)
+    store = open_existing_store(store_url)
     try:
         items = [i for i in store.list_reviews()
                  if show_all or i.status != ReviewStatus.RESOLVED]
@@ -104,10 +112,21 @@ def review_list(store_url: str, show_all: bool, output_format: str) -> None:
     if not items:
         click.echo("the review queue is empty")
         return
-    for item in items:
-        resolved = f" -> {item.resolution} by {item.resolved_by}" if item.resolution else ""
-        click.echo(f"{item.review_id}  {item.status:<8} {item.reason:<18} "
-                   f"{item.created_at:%Y-%m-%d %H:%M}  {item.summary}{resolved}")
+    for line in review_table(items):
+        click.echo(line)
+
+
+def review_table(items: list[ReviewItem]) -> list[str]:
+    """The review items as a table with a header: one line each, times in UTC."""
+    rows = [(item.review_id, str(item.status), item.reason,
+             f"{item.created_at.astimezone(UTC):%Y-%m-%d %H:%M}", item.taken_by or "-",
+             item.summary + (f" -> {item.resolution} by {item.resolved_by}"
+                             if item.resolution else ""))
+            for item in items]
+    header = ("REVIEW ID", "STATUS", "REASON", "CREATED (UTC)", "TAKEN BY", "SUMMARY")
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(5)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True))
+            + "  " + row[5] for row in (header, *rows)]
 
 
 @review.command("take")
@@ -115,7 +134,7 @@ def review_list(store_url: str, show_all: bool, output_format: str) -> None:
 @STORE_OPTION
 def review_take(by: str, store_url: str) -> None:
     """Take the oldest open item for yourself; two reviewers never get the same one."""
-    store = open_store(store_url)
+    store = open_existing_store(store_url)
     try:
         item = store.take_review(reviewer=by, now=_utc_now())
     finally:
@@ -132,17 +151,49 @@ def review_take(by: str, store_url: str) -> None:
 @click.argument("review_id")
 @click.option("--as", "resolution", type=click.Choice(["succeeded", "failed"]), required=True)
 @click.option("--note", required=True, help="What the person found, for the record.")
-@BY_OPTION
+@click.option("--by", "by", default=None,
+              help="Who resolves it [default: the person who took the item, else $USER].")
 @STORE_OPTION
-def review_resolve(review_id: str, resolution: str, note: str, by: str, store_url: str) -> None:
+def review_resolve(review_id: str, resolution: str, note: str, by: str | None,
+                   store_url: str) -> None:
     """Close a review item; its receipt takes the state you give."""
-    store = open_store(store_url)
+    store = open_existing_store(store_url)
     try:
-        item = store.resolve_review(review_id, resolution=resolution, note=note, by=by,
+        resolver = by or resolved_by(store.list_reviews(), review_id)
+        item = store.resolve_review(review_id, resolution=resolution, note=note, by=resolver,
                                     now=_utc_now())
     finally:
         store.close()
     click.echo(f"{item.review_id} resolved as {item.resolution} by {item.resolved_by}")
+
+
+def resolved_by(items: list[ReviewItem], review_id: str) -> str:
+    """Who resolves an item when ``--by`` is not given: whoever took it, else ``$USER``."""
+    taken_by = next((item.taken_by for item in items if item.review_id == review_id), None)
+    person = taken_by or os.environ.get("USER")
+    if not person:
+        raise InputError(f"review item {review_id!r} was not taken by anyone and $USER is "
+                         "not set: say who resolves it with --by NAME")
+    return person
+
+
+def open_existing_store(url: str) -> ReceiptStore:
+    """The store ``url`` names, refusing an SQLite file that is not there: reading the
+    review queue must never create an empty store where the gate's is expected."""
+    path = sqlite_path(url)
+    if path is not None and not Path(path).exists():
+        raise InputError(f"no receipt store at {path}: pass --store with the URL your gate "
+                         "writes to, or set CALLGATE_STORE (nothing was created)")
+    return open_store(url)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file an SQLite store URL names, or None for any other store."""
+    if url.startswith(SQLITE_PREFIX):
+        return url.removeprefix(SQLITE_PREFIX)
+    if "://" not in url and url.lower().endswith(SQLITE_SUFFIXES):
+        return url
+    return None
 
 
 def _review_dict(item: ReviewItem) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression, compile_expression
+from callgate_rules.documents.durations import parse_duration
 from callgate_rules.documents.findings import (
     Finding,
     dotted,
@@ -41,7 +42,7 @@ from callgate_rules.documents.model import (
     Rule,
     Template,
 )
-from callgate_rules.documents.routing import build_routing, parse_duration
+from callgate_rules.documents.routing import build_routing
 from callgate_rules.documents.schemacheck import validity_check
 from callgate_rules.documents.source import (
     NodePath,

@@ -1,16 +1,15 @@
 """The RoutingTable compiled: routes over the taxonomy's defaults, messages, budgets, limits.
 
 A gate without a RoutingTable gets ``build_routing({}, None)``: every default at once. The
-durations every document kind writes (``500ms``, ``5s``, ``2m``, ``1h`` or seconds) are
-read here too.
+durations every document kind writes are read by ``durations.parse_duration``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from callgate_rules.documents.durations import parse_duration
 from callgate_rules.documents.model import (
     Budgets,
     DocumentRef,
@@ -22,17 +21,6 @@ from callgate_rules.documents.model import (
 )
 from callgate_rules.integrations.provenance import Thresholds
 from callgate_rules.taxonomy import DEFAULT_ROUTE, ErrorClass, Route
-
-
-def parse_duration(value: float | int | str) -> float:
-    """``5``, ``"500ms"``, ``"5s"``, ``"2m"``, ``"1h"`` → seconds."""
-    if isinstance(value, int | float):
-        return float(value)
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", value)
-    if not match:
-        raise ValueError(f"{value!r} is not a duration such as 500ms, 5s, 2m or 1h")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match[2]]
-    return float(match[1]) * scale
 
 
 def build_routing(spec: Mapping[str, Any], ref: DocumentRef | None) -> Routing:
