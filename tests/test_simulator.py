@@ -13,7 +13,7 @@ import yaml
 
 from callgate_rules.cel.expression import compile_expression
 from callgate_rules.errors import OutcomeTimeout, RateLimited, Refused, StateConflict, Unavailable
-from callgate_rules.harness.simulator import Faults, Simulator, faults_by_tool
+from callgate_rules.harness.simulator import TOOLS, Faults, Simulator, faults_by_tool
 from callgate_rules.pipeline.execute import ExecutionRequest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -398,7 +398,10 @@ def test_faults_from_mapping_rejects_unknown_keys_and_wrong_types(
 
 def test_faults_by_tool_names_the_tool_at_fault() -> None:
     with pytest.raises(ValueError, match="unknown tool 'createFollowup'"):
-        faults_by_tool({"createFollowup": {"refuse": True}})
+        faults_by_tool({"createFollowup": {"refuse": True}}, TOOLS)
+    # without the tools, the destination names it when it is built
+    with pytest.raises(ValueError, match="unknown tool 'createFollowup'"):
+        Simulator(WORLD, faults_by_tool({"createFollowup": {"refuse": True}}))
     with pytest.raises(ValueError, match="createFollowUp: unknown fault 'refused'"):
         faults_by_tool({"createFollowUp": {"refused": True}})
     with pytest.raises(ValueError, match="must be a mapping"):

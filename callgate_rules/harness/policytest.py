@@ -42,7 +42,7 @@ from callgate_rules.harness.scenarios import Scenario, ScenarioResult, _scenario
 from callgate_rules.taxonomy import ErrorClass, Route
 
 CASE_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "propose",
-                       "steps", "expect", "session", "conversation"})
+                       "steps", "expect", "session", "conversation", "destination", "results"})
 
 
 def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
@@ -60,8 +60,8 @@ def load_tests(paths: Iterable[str | Path]) -> list[Scenario]:
             if not isinstance(spec, dict) or not isinstance(spec.get("cases"), list):
                 raise InputError(f"{document.locate(('spec',))}: a PolicyTest needs "
                                  "spec.cases, a list of cases")
-            defaults = {k: spec[k] for k in ("actor", "world", "now", "faults", "session")
-                        if k in spec}
+            defaults = {k: spec[k] for k in ("actor", "world", "now", "faults", "session",
+                                             "destination", "results") if k in spec}
             for index in range(len(spec["cases"])):
                 cases.append(_case(document.sub(("spec", "cases", index)), file, defaults))
     return cases

@@ -7,6 +7,9 @@ A scenario file holds one or more YAML documents, each a scenario::
     world: ../world.yaml              # a path or a mapping of collections
     now: "2026-11-29T12:00:00Z"
     faults: {createFollowUp: {timeout_after_applying: 1}}
+    destination: support-desk         # the simulated destination's configuration (optional,
+                                      #   default generic: any tool, answers from arguments)
+    results: {createFollowUp: {id: F-9, ticketId: "{args.ticketId}"}}  # declared answers
     session: {authenticated: true}    # facts about the session (optional)
     conversation: [...]               # the messages that led to the proposals (optional)
     steps:
@@ -41,9 +44,15 @@ from callgate_rules.documents.source import (
     read_text,
 )
 from callgate_rules.errors import InputError, Location
-from callgate_rules.harness.simulator import Simulator, faults_by_tool
+from callgate_rules.harness.simulator import (
+    DESTINATIONS,
+    Simulator,
+    faults_by_tool,
+    simulated_tools,
+)
 from callgate_rules.harness.world import WorldResolvers, check_world
 from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.execute import Executor
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run
 from callgate_rules.store import open_store
@@ -129,6 +138,8 @@ class Scenario:
     expect: Mapping[str, Any] = field(default_factory=dict)
     session: Mapping[str, Any] = field(default_factory=dict)
     conversation: Any = None  # the messages before the first step, if the scenario has any
+    destination: str = "generic"  # the simulated destination's configuration (DESTINATIONS)
+    results: Mapping[str, Any] = field(default_factory=dict)  # tool → its declared answer
 
 
 def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
@@ -141,7 +152,7 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
 
 
 SCENARIO_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "steps",
-                           "expect", "session", "conversation"})
+                           "expect", "session", "conversation", "destination", "results"})
 
 
 def _scenario(document: SourceDocument, file: Path,
@@ -178,6 +189,14 @@ def _scenario(document: SourceDocument, file: Path,
         faults = faults_by_tool(data.get("faults") or {})
     except ValueError as error:
         raise InputError(f"{document.locate(('faults',))}: {error}") from None
+    destination = data.get("destination", "generic")
+    if not isinstance(destination, str) or destination not in DESTINATIONS:
+        raise InputError(f"{document.locate(('destination',))}: unknown destination "
+                         f"{destination!r}; known: {', '.join(sorted(DESTINATIONS))}")
+    results = data.get("results") or {}
+    if not isinstance(results, Mapping):
+        raise InputError(f"{document.locate(('results',))}: results must map tool names to "
+                         "the answers the destination gives, e.g. {issueRefund: {id: R-1}}")
     return Scenario(
         name=str(data["name"]),
         source=document,
@@ -189,6 +208,8 @@ def _scenario(document: SourceDocument, file: Path,
         expect=data.get("expect", {}),
         session=data.get("session") or {},
         conversation=_resolve(data.get("conversation"), file, "the conversation"),
+        destination=str(destination),
+        results=results,
     )
 
 
@@ -199,7 +220,8 @@ def _resolve(value: Any, file: Path, what: str) -> Any:
 
 
 def run_scenarios(scenarios: Iterable[Scenario], config: GateConfig,
-                  store_url: str | None = None) -> list[ScenarioResult]:
+                  store_url: str | None = None,
+                  executors: Mapping[str, Executor] | None = None) -> list[ScenarioResult]:
     with tempfile.TemporaryDirectory(prefix="callgate-scenarios-") as directory:
         results = []
         for index, scenario in enumerate(scenarios):
@@ -207,18 +229,27 @@ def run_scenarios(scenarios: Iterable[Scenario], config: GateConfig,
             store = open_store(url)
             try:
                 results.append(run_scenario(scenario, config, store,
-                                            request_prefix=f"{index}-" if store_url else ""))
+                                            request_prefix=f"{index}-" if store_url else "",
+                                            executors=executors))
             finally:
                 store.close()
         return results
 
 
 def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
-                 request_prefix: str = "") -> ScenarioResult:
-    simulator = Simulator(scenario.world, scenario.faults)
+                 request_prefix: str = "",
+                 executors: Mapping[str, Executor] | None = None) -> ScenarioResult:
+    """Run one scenario against a simulated destination for every contract of ``config``;
+    ``executors`` (tool → the host's own executor) replace the simulated ones they name."""
+    try:
+        tools = simulated_tools(config, scenario.destination, scenario.results)
+        simulator = Simulator(scenario.world, scenario.faults, tools)
+    except ValueError as error:
+        raise InputError(f"{scenario.source.locate(())}: {error}") from None
     clock = FakeClock(scenario.now)
     gate = Gate(config, resolvers=WorldResolvers(scenario.world),
-                executors=simulator.executors(), finder=simulator.find, store=store,
+                executors={**simulator.executors(), **(executors or {})},
+                finder=simulator.find, store=store,
                 clock=clock, sleep=clock.sleep, secret=b"scenario-secret")
     run = Run(started_at=clock())
     steps: list[StepResult] = []
