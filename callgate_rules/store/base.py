@@ -158,9 +158,10 @@ class ReceiptStore(Protocol):
         ...
 
     def hold_for_confirmation(
-        self, op: NewOperation, *, expires_at: datetime, now: datetime
+        self, op: NewOperation, *, expires_at: datetime, now: datetime, detail: str | None = None
     ) -> Receipt:
         """Create an ``awaiting_confirmation`` receipt, or return the existing one.
+        ``detail`` keeps what the person is asked to confirm (the draft) for a review page.
 
         Raises ``OperationIdReused`` when the ID exists with another ``args_hash``.
         """
@@ -181,6 +182,11 @@ class ReceiptStore(Protocol):
         ...
 
     def get(self, operation_id: str) -> Receipt | None: ...
+
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+        """Up to ``limit`` receipts in ``state``, oldest first (pending confirmations for a
+        review page, unknown outcomes for an operator)."""
+        ...
 
     def open_review(self, item: NewReviewItem, *, now: datetime) -> ReviewItem:
         """Queue an item for a person; its receipt, if any, moves to ``in_review``."""

@@ -139,7 +139,7 @@ class MemoryStore:
             return _detached(finished)
 
     def hold_for_confirmation(
-        self, op: NewOperation, *, expires_at: datetime, now: datetime
+        self, op: NewOperation, *, expires_at: datetime, now: datetime, detail: str | None = None
     ) -> Receipt:
         now = as_utc(now)
         expires_at = as_utc(expires_at)
@@ -150,7 +150,7 @@ class MemoryStore:
                 check_same_arguments(existing, op)
                 return _detached(existing)
             held = _new_receipt(op, ReceiptState.AWAITING_CONFIRMATION, now,
-                                confirmation_expires_at=expires_at)
+                                confirmation_expires_at=expires_at, detail=detail)
             self._receipts[op.operation_id] = held
             return _detached(held)
 
@@ -189,6 +189,13 @@ class MemoryStore:
             self._check_open()
             receipt = self._receipts.get(operation_id)
             return None if receipt is None else _detached(receipt)
+
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+        with self._lock:
+            self._check_open()
+            found = sorted((r for r in self._receipts.values() if r.state is state),
+                           key=lambda receipt: receipt.created_at)
+            return [_detached(receipt) for receipt in found[:limit]]
 
     # Review queue --------------------------------------------------------------------------
 

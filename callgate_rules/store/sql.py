@@ -126,11 +126,12 @@ class SqlReceiptStore(ABC):
         return self._receipt(finished)
 
     def hold_for_confirmation(
-        self, op: NewOperation, *, expires_at: datetime, now: datetime
+        self, op: NewOperation, *, expires_at: datetime, now: datetime, detail: str | None = None
     ) -> Receipt:
         stored_now = self._time_parameter(now)
         expires = self._time_parameter(expires_at)
-        parameters = {**_operation_parameters(op), "expires_at": expires, "now": stored_now}
+        parameters = {**_operation_parameters(op), "expires_at": expires, "now": stored_now,
+                      "detail": detail}
         # As in ``claim``: a receipt purged before it could be read sends us round again.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
@@ -174,6 +175,12 @@ class SqlReceiptStore(ABC):
             execute(cursor, self._sql.select_receipt, {"operation_id": operation_id})
             row = cursor.fetchone()
         return None if row is None else self._receipt(row)
+
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+        with self._read() as cursor:
+            execute(cursor, self._sql.list_receipts, {"state": state.value, "limit": limit})
+            rows = cursor.fetchall()
+        return [self._receipt(row) for row in rows]
 
     # Review queue --------------------------------------------------------------------------
 

@@ -125,10 +125,10 @@ FINISH = f"""
 INSERT_HELD = """
     INSERT INTO callgate_receipts (
         operation_id, state, request_id, tool, contract_version, args_hash,
-        arguments, actor, confirmation_expires_at, created_at, updated_at
+        arguments, actor, confirmation_expires_at, detail, created_at, updated_at
     ) VALUES (
         {operation_id}, 'awaiting_confirmation', {request_id}, {tool}, {contract_version},
-        {args_hash}, {arguments:json}, {actor:json}, {expires_at}, {now}, {now}
+        {args_hash}, {arguments:json}, {actor:json}, {expires_at}, {detail}, {now}, {now}
     )
     ON CONFLICT (operation_id) DO NOTHING
 """
@@ -150,6 +150,10 @@ MOVE_TO_REVIEW = """
     UPDATE callgate_receipts
     SET state = 'in_review', lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
     WHERE operation_id = {operation_id}
+"""
+LIST_RECEIPTS = """
+    SELECT * FROM callgate_receipts WHERE state = {state}
+    ORDER BY created_at, operation_id LIMIT {limit}
 """
 LIST_REVIEWS = """
     SELECT * FROM callgate_reviews
@@ -206,6 +210,7 @@ class Statements:
         self.claim_confirmed = receipt_write(CLAIM_CONFIRMED)
         self.insert_review = review_write(INSERT_REVIEW)
         self.move_to_review = render(MOVE_TO_REVIEW, dialect)
+        self.list_receipts = render(LIST_RECEIPTS, dialect)
         self.list_reviews = render(LIST_REVIEWS, dialect)
         self.resolve_review = review_write(RESOLVE_REVIEW)
         self.settle_receipt = render(SETTLE_RECEIPT, dialect)
