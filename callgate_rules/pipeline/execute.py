@@ -10,6 +10,7 @@ reconciliation may decide).
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,7 +63,9 @@ def send(executor: Executor, request: ExecutionRequest, contract: Contract,
          timeout: float) -> Outcome:
     """Call the executor with a timeout. A timeout is an unknown outcome: the call may still
     complete at the destination, which is exactly what reconciliation is for."""
-    future = _pool.submit(executor, request)
+    # The executor runs in the caller's context (tracing spans, an async host's event loop
+    # for ``AsyncGate``), as it would were it called in the caller's thread.
+    future = _pool.submit(contextvars.copy_context().run, executor, request)
     try:
         return Sent(future.result(timeout=max(timeout, 0.0)))
     except concurrent.futures.TimeoutError:

@@ -44,6 +44,7 @@ from callgate_rules.pipeline.machine import (
 )
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
+from callgate_rules.pipeline.preview import Preview, previewed
 from callgate_rules.pipeline.record import draft
 from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.validate import Resolver
@@ -139,6 +140,18 @@ class Gate:
         log record is first read."""
         return self._sealed(self._check(model_output, actor, now or self.clock(), request_id,
                                         session, conversation)[0])
+
+    def preview(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
+                now: datetime | None = None, session: Mapping[str, Any] | None = None,
+                conversation: Any = None) -> Preview:
+        """``check``, and for a write that needs a person its draft and the token that
+        confirms it (``preview.approve``): what an approval hook shows, nothing executed
+        or held."""
+        now = now or self.clock()
+        decision, progress = self._check(model_output, actor, now, request_id, session,
+                                         conversation)
+        return previewed(self._sealed(decision), progress, actor, request_id, self.secret,
+                         self.config.routing, now)
 
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
                request_id: str | None, session: Mapping[str, Any] | None = None,
