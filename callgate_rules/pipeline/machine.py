@@ -4,8 +4,9 @@ operation, and the read of a read tool, both under one retry policy.
 The gate runs the machine to its end (``run``): its executor sends, the machine sleeps its
 backoffs. A host that executes its writes itself (``pipeline.hosted``) drives the very same
 machine one step at a time (``advance`` with ``HOST_STEPS``): it pauses where the host must
-act — at SEND (execute now) and at SLEEP (come back after a delay) — and resumes at ANSWERED
-with what the destination said, or at RECONCILE with what it holds.
+act — at SEND (execute now), RECONCILE (ask the destination) and SLEEP (come back after a
+delay) — and resumes at ANSWERED with what the destination said, or at RECONCILE with what
+it holds.
 
 Transport retries (the same operation sent again) are counted per call in ``Retries``;
 regenerations (the model proposes a new call) are counted per run in ``route.Run``, and the
@@ -121,8 +122,8 @@ class State(StrEnum):
     SLEEP = "sleep"  # waiting it out (a host waits itself), then ``after_wait``
 
 
-# Where a host that executes its own writes takes over: it sends, and it waits.
-HOST_STEPS = frozenset({State.SEND, State.SLEEP})
+# Where a host that executes its own writes takes over: it sends, asks, and waits.
+HOST_STEPS = frozenset({State.SEND, State.RECONCILE, State.SLEEP})
 
 
 @dataclass
@@ -160,7 +161,8 @@ class WriteMachine:
         return ending
 
     def advance(self, start: State, pause: frozenset[State] = frozenset()) -> State | Ending:
-        """Step from ``start`` until an ending, or until a state in ``pause`` is next."""
+        """Run ``start``, then step on until an ending, or until a state in ``pause`` is
+        next (``start`` itself always runs: it is where a paused machine resumes)."""
         handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
             State.CLAIM: self.claim,
             State.SEND: self.send,
@@ -171,6 +173,7 @@ class WriteMachine:
         }
         state: State | Ending = start
         try:
+            state = handlers[start]()
             while isinstance(state, State) and state not in pause:
                 state = handlers[state]()
         except StoreError as error:

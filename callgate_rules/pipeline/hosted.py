@@ -1,0 +1,378 @@
+"""Writes the host executes itself: decide, claim, finish, reconcile and confirm as a library
+API — the decision service's ``/v1`` endpoints are exactly this, over HTTP.
+
+A host in any language keeps callgate's guarantees without handing it an executor:
+
+    decide    steps 1–4 and the route; an allowed write gets its operation ID, a write that
+              needs a person is held with its draft and a confirmation token
+    claim     the atomic claim: EXECUTE now (operation ID, deadline, lease) or the earlier
+              receipt, never a second execution
+    finish    what the destination said → verified, the receipt, the next step (DONE with the
+              result, RETRY or EXECUTE again after a delay, RECONCILE, DONE in review)
+    reconcile what the destination holds under the operation ID → late confirmation, a safe
+              resend, or review
+    confirm   a confirmation token and the confirming person → rights re-checked, and the
+              write claimed for the host to EXECUTE
+
+Every step drives the gate's own ``WriteMachine`` (``machine.HOST_STEPS``): it pauses where
+the gate would call an executor or sleep, and resumes with what the host reports, so the
+claim, the verification, the retry budget and the reconciliation are the library's, not a
+copy. The host holds the lease it is given (``Step.lease``) and passes it back: a host whose
+lease expired and was taken over is fenced off (``LeaseLost``), and one that dies between
+claim and finish leaves a lease that the next claim turns into reconciliation.
+
+A person approving or declining on a review page (``approve``, ``decline``) releases or
+refuses a held write without the token: the approver's login is the authority, recorded in
+the receipt. A released write waits as "failed before sending" (state ``failed``, class
+``transient``, detail naming the approver), which the host's next claim takes as safe to
+execute.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from callgate_rules.documents.model import GateConfig
+from callgate_rules.errors import CallgateError, ConfirmationError, LeaseLost, StoreError
+from callgate_rules.integrations import confirmation
+from callgate_rules.pipeline.canonical import canonical_json
+from callgate_rules.pipeline.decision import Decision, trace_entries
+from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
+from callgate_rules.pipeline.gate import STORE_DOWN, Gate
+from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
+from callgate_rules.pipeline.record import draft
+from callgate_rules.pipeline.route import Ending, Progress, goes_on
+from callgate_rules.store.base import Receipt, ReceiptState, holds_lease
+from callgate_rules.taxonomy import ErrorClass
+
+Observer = Callable[[Decision], None]  # called with every decision the flow records
+
+
+class Action(StrEnum):
+    EXECUTE = "execute"  # send it now under operation_id, answered before deadline
+    RECONCILE = "reconcile"  # ask the destination what it holds under operation_id
+    RETRY = "retry"  # claim again after retry_after seconds
+    DONE = "done"  # the decision says how it ended
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the host does next for one operation."""
+
+    action: Action
+    operation_id: str
+    decision: Decision | None = None  # for DONE: route, messages, result or receipt
+    lease: str | None = None  # pass it back with finish and reconcile
+    lease_expires_at: datetime | None = None
+    deadline: datetime | None = None  # for EXECUTE: the answer must come before this
+    retry_after: float | None = None  # wait this long first (EXECUTE, RECONCILE, RETRY)
+    arguments: Mapping[str, Any] | None = None  # for EXECUTE: the validated arguments
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A host's report that the destination call failed. ``sent`` says whether the request
+    may have reached the destination: before sending a retry is safe, after it only
+    reconciliation decides. ``error_class`` narrows it (``permanent``, ``conflict``: the
+    destination answered and refused)."""
+
+    sent: bool
+    detail: str = ""
+    error_class: ErrorClass | None = None
+    retry_after: float | None = None
+
+    def outcome(self) -> Failed:
+        error_class = self.error_class or (
+            ErrorClass.UNKNOWN_OUTCOME if self.sent else ErrorClass.TRANSIENT)
+        return Failed(error_class, self.detail or f"the host reported {error_class}",
+                      self.retry_after)
+
+
+class UnknownOperation(CallgateError):
+    """No operation of this actor has this ID (another actor's reads the same: unknown)."""
+
+    exit_code = 2
+
+
+REPORTED_CLASSES = frozenset({ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME,
+                              ErrorClass.PERMANENT, ErrorClass.CONFLICT})
+
+
+def host_executes(request: ExecutionRequest) -> Any:
+    """The executor bound to every tool of a hosted gate: the host sends, never the gate."""
+    raise RuntimeError(f"{request.tool} is executed by the host; the hosted flow pauses "
+                       "before sending")
+
+
+class HostedWrites:
+    """The hosted flow over one compiled configuration and one receipt store."""
+
+    def __init__(self, config: GateConfig, *, observers: Sequence[Observer] = (),
+                 **bindings: Any) -> None:
+        executors = {name: host_executes for name in config.contracts}
+        self.gate = Gate(config, executors=executors, **bindings)
+        self.observers = list(observers)
+
+    # -- decide --------------------------------------------------------------------------
+
+    def decide(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
+               session: Mapping[str, Any] | None = None, conversation: Any = None,
+               now: datetime | None = None) -> Decision:
+        """Steps 1–4 and the route. An allowed write carries its operation ID (claim it
+        next); one that needs a person is held, with its draft and confirmation token."""
+        decision, progress = self._checked(model_output, actor, request_id, session,
+                                           conversation, now)
+        contract = progress.contract
+        if not goes_on(decision) or contract is None or not contract.is_write:
+            return self._record(decision)
+        try:
+            machine = self.gate._machine(progress, actor, request_id)
+            if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+                return self._record(self._hold(decision, progress, machine))
+        except StoreError as error:
+            return self._record(self._ended(decision, progress, store_failed(
+                error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)),
+                None))
+        return self._record(replace(decision, operation_id=machine.operation.operation_id,
+                                    log={**decision.log,
+                                         "operation_id": machine.operation.operation_id}))
+
+    # -- claim, finish, reconcile ----------------------------------------------------------
+
+    def claim(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
+              session: Mapping[str, Any] | None = None, conversation: Any = None,
+              now: datetime | None = None) -> Step:
+        """Decide, and for an allowed write claim it: EXECUTE, or the earlier receipt."""
+        decision, progress = self._checked(model_output, actor, request_id, session,
+                                           conversation, now)
+        contract = progress.contract
+        if not goes_on(decision) or contract is None or not contract.is_write or \
+                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+            # a read, a refusal, or a write that needs a person (decide holds it)
+            return Step(Action.DONE, decision.operation_id or "", self._record(decision))
+        machine = self._hosted_machine(progress, actor, request_id)
+        return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
+                                                                         HOST_STEPS))
+
+    def claim_operation(self, operation_id: str, *, actor: Mapping[str, Any],
+                        session: Mapping[str, Any] | None = None) -> Step:
+        """Claim an operation already known to the store: after a failure before sending,
+        after a person released it, or after its holder's lease expired (RECONCILE)."""
+        receipt = self._receipt(operation_id, actor)
+        decision, progress, machine = self._resumed(receipt, session, lease=None)
+        return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
+                                                                         HOST_STEPS))
+
+    def finish(self, operation_id: str, lease: str, *, actor: Mapping[str, Any],
+               result: Any = None, failure: Failure | None = None,
+               session: Mapping[str, Any] | None = None) -> Step:
+        """The destination's answer (``result``) or its failure, for the lease holder."""
+        receipt = self._receipt(operation_id, actor)
+        decision, progress, machine = self._resumed(receipt, session, lease)
+        machine.sent = True
+        machine.answer = Sent(result) if failure is None else failure.outcome()
+        return self._paused(decision, progress, machine,
+                            machine.advance(State.ANSWERED, HOST_STEPS))
+
+    def reconcile(self, operation_id: str, lease: str, *, actor: Mapping[str, Any],
+                  found: Any, session: Mapping[str, Any] | None = None) -> Step:
+        """What the destination holds under the operation ID (``None``: nothing)."""
+        receipt = self._receipt(operation_id, actor)
+        decision, progress, machine = self._resumed(receipt, session, lease)
+        machine.sent = True
+        machine.finder = lambda tool, operation: found
+        return self._paused(decision, progress, machine,
+                            machine.advance(State.RECONCILE, HOST_STEPS))
+
+    # -- confirmation ----------------------------------------------------------------------
+
+    def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
+                session: Mapping[str, Any] | None = None) -> Step:
+        """A person confirmed: the token is verified (operation, actor, arguments, expiry),
+        the actor's rights are checked again, and the write is claimed for the host."""
+        gate, router = self.gate, self.gate.plans.router
+        now = gate.clock()
+        try:
+            claims = confirmation.read(token)
+            receipt = gate.store.get(claims.operation_id)
+            if receipt is None:
+                raise ConfirmationError("no operation is waiting for this confirmation")
+            confirmation.verify(gate.secret, token, actor, receipt.args_hash, now)
+        except ConfirmationError as error:
+            return self._done(router.refused_confirmation(str(error)))
+        except StoreError as error:
+            return self._done(router.refused_confirmation(STORE_DOWN, detail=str(error)))
+        decision, progress, machine = self._resumed(receipt, session, lease=None)
+        if receipt.state == ReceiptState.AWAITING_CONFIRMATION and \
+                decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:
+            return self._done(router.refused_confirmation(
+                f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
+                decision))
+        try:
+            claim = gate.store.claim_confirmed(receipt.operation_id, confirmed_by=confirmed_by,
+                                               worker=machine.worker, lease=machine.lease,
+                                               now=now)
+        except StoreError as error:
+            return self._done(router.refused_confirmation(STORE_DOWN, decision, str(error)))
+        if not claim.may_execute:  # replayed, or released on the page: claim as usual
+            return self._paused(decision, progress, machine,
+                                machine.advance(State.CLAIM, HOST_STEPS))
+        progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
+        return self._paused(decision, progress, machine, State.SEND)
+
+    def approve(self, operation_id: str, *, approver: str, note: str = "") -> Receipt:
+        """A person approved a held write on the review page: released for the host's next
+        claim, with the approver recorded. The approver's login is the authority here; the
+        actor's rights were checked when the draft was held (the session facts they may
+        depend on are the host's, and not stored)."""
+        receipt = self._held(operation_id)
+        said = f"confirmed by {approver}; released for the host to execute" + \
+            (f" ({note})" if note else "")
+        return self._settle(receipt, approver, ErrorClass.TRANSIENT, said)
+
+    def decline(self, operation_id: str, *, by: str, note: str = "") -> Receipt:
+        """A person declined a held write: it is refused for good, with who and why."""
+        receipt = self._held(operation_id)
+        said = f"declined by {by}" + (f": {note}" if note else "")
+        return self._settle(receipt, by, ErrorClass.FORBIDDEN, said)
+
+    def pending(self, limit: int = 100) -> list[Receipt]:
+        """The writes waiting for a person, oldest first (their drafts in ``detail``)."""
+        return self.gate.store.list_receipts(state=ReceiptState.AWAITING_CONFIRMATION,
+                                             limit=limit)
+
+    # -- the parts -------------------------------------------------------------------------
+
+    def _checked(self, model_output: Any, actor: Mapping[str, Any], request_id: str,
+                 session: Mapping[str, Any] | None, conversation: Any,
+                 now: datetime | None) -> tuple[Decision, Progress]:
+        return self.gate._check(model_output, actor, now or self.gate.clock(), request_id,
+                                session, conversation)
+
+    def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
+                        lease: str | None = None) -> WriteMachine:
+        machine = self.gate._machine(progress, actor, request_id)
+        machine.worker = lease or f"host:{uuid.uuid4().hex}"  # the lease the host holds
+        return machine
+
+    def _resumed(self, receipt: Receipt, session: Mapping[str, Any] | None,
+                 lease: str | None) -> tuple[Decision, Progress, WriteMachine]:
+        """The decision and machine of a stored operation, decided again from its receipt
+        (the variables verify and reconcile read), its budget carried over: the retries
+        its attempts spent, and the call deadline from its first claim or confirmation."""
+        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
+        decision, progress = self._checked(call, receipt.actor, receipt.request_id, session,
+                                           None, None)
+        if progress.contract is None or progress.call is None:
+            raise UnknownOperation(f"operation {receipt.operation_id!r} names tool "
+                                   f"{receipt.tool!r}, which the documents no longer have")
+        if lease is not None and not holds_lease(receipt, lease):
+            raise LeaseLost(f"lease {lease!r} no longer holds operation "
+                            f"{receipt.operation_id!r} (it is {receipt.state}); claim it again")
+        machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease)
+        retries = machine.retries
+        retries.count = max(receipt.attempts - 1, 0)
+        started = receipt.confirmed_at or receipt.created_at
+        retries.deadline = started + timedelta(seconds=retries.budgets.call_deadline_seconds)
+        return decision, progress, machine
+
+    def _paused(self, decision: Decision, progress: Progress, machine: WriteMachine,
+                state: State | Ending) -> Step:
+        """The step the host takes where the machine paused, or the recorded ending."""
+        operation = machine.operation.operation_id
+        if isinstance(state, Ending):
+            return self._done(self._ended(decision, progress, state, operation))
+        now = self.gate.clock()
+        wait = machine.delay if state == State.SLEEP else None
+        then = machine.after_wait if state == State.SLEEP else state
+        if then == State.CLAIM:  # nothing held: come back and claim
+            return Step(Action.RETRY, operation, retry_after=wait)
+        if then == State.SEND and wait is None:
+            request = machine.request()
+            if request is None:  # the call deadline passed: the machine's limit path
+                return self._paused(decision, progress, machine, machine.advance(State.SEND))
+            deadline = request.deadline
+        else:
+            deadline = None
+        expires = now + machine.lease
+        action = Action.EXECUTE if then == State.SEND else Action.RECONCILE
+        if wait is not None or action == Action.RECONCILE:  # a lease claimed earlier
+            try:
+                self.gate.store.renew(operation, worker=machine.worker, lease=machine.lease,
+                                      now=now)
+            except StoreError as error:
+                return self._done(self._ended(decision, progress, store_failed(
+                    error, machine.sent, machine.route_of(ErrorClass.TRANSIENT)), operation))
+        return Step(action, operation, lease=machine.worker, lease_expires_at=expires,
+                    deadline=deadline, retry_after=wait,
+                    arguments=machine.operation.arguments if action == Action.EXECUTE
+                    else None)
+
+    def _hold(self, decision: Decision, progress: Progress, machine: WriteMachine) -> Decision:
+        """A write that needs a person: held with its draft (the review page shows it) and a
+        token; one already released or done is left to the host's claim."""
+        gate, contract, operation = self.gate, machine.contract, machine.operation
+        now = gate.clock()
+        seconds = contract.confirmation.expires_seconds or \
+            gate.config.routing.confirmation_expires_seconds
+        expires_at = now + timedelta(seconds=seconds)
+        text = draft(contract, progress.variables)
+        receipt = gate.store.hold_for_confirmation(operation, expires_at=expires_at, now=now,
+                                                   detail=text)
+        log = {**decision.log, "operation_id": operation.operation_id,
+               "receipt_state": str(receipt.state)}
+        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
+            return replace(decision, operation_id=operation.operation_id, log=log)
+        token = confirmation.issue(gate.secret, operation.operation_id, machine.actor,
+                                   operation.args_hash, expires_at)
+        progress.trace.append(("route", "confirmation", "draft held",
+                               f"until {expires_at.isoformat()}"))
+        return replace(decision, operation_id=operation.operation_id, draft=text,
+                       confirmation_token=token, trace=trace_entries(tuple(progress.trace)),
+                       log=log)
+
+    def _held(self, operation_id: str) -> Receipt:
+        receipt = self.gate.store.get(operation_id)
+        if receipt is None:
+            raise UnknownOperation(f"no operation {operation_id!r}")
+        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
+            raise ConfirmationError(f"operation {operation_id!r} is no longer waiting for a "
+                                    f"person (it is {receipt.state})")
+        return receipt
+
+    def _settle(self, receipt: Receipt, by: str, error_class: ErrorClass,
+                detail: str) -> Receipt:
+        """Take a held write out of waiting: as the person ``by``, then record it."""
+        store, now = self.gate.store, self.gate.clock()
+        worker = f"page:{uuid.uuid4().hex}"
+        claim = store.claim_confirmed(receipt.operation_id, confirmed_by=by, worker=worker,
+                                      lease=timedelta(seconds=30), now=now)
+        if not claim.may_execute:
+            raise ConfirmationError(f"operation {receipt.operation_id!r} was settled "
+                                    f"meanwhile (it is {claim.receipt.state})")
+        return store.finish(receipt.operation_id, worker=worker, state=ReceiptState.FAILED,
+                            now=now, error_class=str(error_class), detail=detail)
+
+    def _receipt(self, operation_id: str, actor: Mapping[str, Any]) -> Receipt:
+        receipt = self.gate.store.get(operation_id)
+        if receipt is None or canonical_json(receipt.actor) != canonical_json(dict(actor)):
+            raise UnknownOperation(f"no operation {operation_id!r} for this actor")
+        return receipt
+
+    def _ended(self, decision: Decision, progress: Progress, ending: Ending,
+               operation: str | None) -> Decision:
+        return self.gate.plans.router.ended(decision, progress, ending, operation)
+
+    def _done(self, decision: Decision) -> Step:
+        return Step(Action.DONE, decision.operation_id or "", self._record(decision))
+
+    def _record(self, decision: Decision) -> Decision:
+        recorded = self.gate._record(decision)
+        for observer in self.observers:
+            observer(recorded)
+        return recorded
