@@ -50,3 +50,20 @@ class Optional:
 
 
 NONE = Optional()
+
+
+@dataclass(frozen=True, slots=True)
+class URL:
+    """A Kubernetes URL value (``url('https://example.com:80/a?b=c')``): the text and its
+    parts as Go's ``url.ParseRequestURI`` splits them (``cel.library.kubernetes`` parses and
+    reads them). ``host`` keeps the port and an IPv6 address's brackets; ``path`` and
+    ``query`` are as written (escaped)."""
+
+    text: str
+    scheme: str
+    host: str
+    path: str
+    query: str
+
+    def __repr__(self) -> str:
+        return f"url({self.text!r})"

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from callgate_rules.cel.errors import CelEvaluationError
-from callgate_rules.cel.values import CelType, Optional, UInt
+from callgate_rules.cel.values import URL, CelType, Optional, UInt
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -50,6 +50,7 @@ _KIND_OF_TYPE: dict[type, str] = {
     UInt: "uint",
     CelType: "type",
     Optional: "optional_type",
+    URL: "kubernetes.URL",
 }
 
 
