@@ -7,59 +7,63 @@ refused when the expression is compiled, with the nearest known name as the sugg
 
 Type strings in signatures: ``int``, ``uint``, ``double``, ``bool``, ``string``, ``bytes``,
 ``null_type``, ``timestamp``, ``duration``, ``type``, ``dyn``, ``list(T)``, ``map(K, V)``,
-``optional_type(T)``, and single capital letters (``A``, ``B``, ``K``, ``V``, ``T``) as type
-parameters.
+``optional_type(T)``, ``type(T)`` (the type of a type value: ``type(1)`` is ``type(int)``),
+``kubernetes.URL`` (Kubernetes' URL values, ``cel.values.URL``), and single capital letters
+(``A``, ``B``, ``K``, ``V``, ``T``) as type parameters.
 
-Libraries: ``core`` (the CEL specification's standard functions), cel-go's extensions
-(``strings``, ``lists``, ``sets``, ``math``, ``regex``, ``encoders``, ``optionals``;
-``cel.bind`` and the two-variable comprehensions are macros, see ``cel.syntax.Macro``),
-``kubernetes`` (Kubernetes' list, regex and URL libraries) and ``callgate`` (callgate's own
-additions, documented as such).
+Libraries: ``core`` (the CEL specification's standard functions and operators, by cel-go's
+names: ``_+_``, ``_==_``, ``@in``...), cel-go's extensions (``strings``, ``lists``,
+``sets``, ``math``, ``regex``, ``encoders``, ``optionals``; ``cel.bind``, ``sortBy`` and the
+two-variable comprehensions are macros, see ``cel.syntax.Macro``), ``kubernetes``
+(Kubernetes' list, regex and URL libraries) and ``callgate`` (callgate's own additions,
+documented as such).
+
+Where two libraries give one name (``indexOf`` on strings in cel-go's strings library, on
+lists in Kubernetes'), the later library's ``Function`` carries the overloads of both and
+replaces the earlier one; ``_registry`` checks that nothing is lost that way.
+
+Imports: every library module imports the compiler's runtime
+(``callgate_rules.cel.compiler.runtime``), whose functions are the implementations of the
+core. So the compiler package must not import this package at module level in a module its
+``__init__`` reaches (that would be a cycle through ``callgate_rules.cel.compiler``); it
+receives ``FUNCTIONS`` from its caller, or looks it up from ``cel.expression``.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
+from callgate_rules.cel.library import (
+    core,
+    encoders,
+    kubernetes,
+    lists,
+    math,
+    optionals,
+    regex,
+    sets,
+    strings,
+)
+from callgate_rules.cel.library.signatures import Function, Overload
 
-@dataclass(frozen=True)
-class Overload:
-    """One signature. For a member overload (``receiver.name(args)``) the receiver's type
-    is ``parameters[0]``."""
+__all__ = ["FUNCTIONS", "Function", "Overload", "lookup", "nearest"]
 
-    overload_id: str  # cel-go's id where it has one, e.g. "string_split_string"
-    member: bool
-    parameters: tuple[str, ...]
-    result: str
-
-
-@dataclass(frozen=True)
-class Function:
-    """A function by the name an expression writes (``split``, ``math.greatest``)."""
-
-    name: str
-    library: str
-    overloads: tuple[Overload, ...]
-    # Called with the evaluated arguments, the receiver first for a member call, in the
-    # runtime representation (``cel.values`` and plain Python); dispatches on the arguments'
-    # kinds itself; raises CelEvaluationError when CEL has no answer ("no such overload").
-    implementation: Callable[..., Any]
-    doc: str  # one line: the README's table and lint's explanations
-    variadic: bool = False  # math.greatest(a, b, c, ...): the last parameter repeats
-
-    def arities(self) -> frozenset[tuple[bool, int]]:
-        """(member, number of arguments besides the receiver) for every overload."""
-        return frozenset(
-            (overload.member, len(overload.parameters) - (1 if overload.member else 0))
-            for overload in self.overloads)
+# In registration order: a later library may extend an earlier one's function.
+_LIBRARIES = (core, strings, lists, sets, math, regex, encoders, optionals, kubernetes)
 
 
 def _registry() -> dict[str, Function]:
-    """Every library's functions by name; filled in as the libraries land."""
-    return {}
+    """Every library's functions by name."""
+    registry: dict[str, Function] = {}
+    for library in _LIBRARIES:
+        for function in library.FUNCTIONS:
+            earlier = registry.get(function.name)
+            if earlier is not None and not set(earlier.overloads) <= set(function.overloads):
+                raise ValueError(f"{function.name} of {function.library} would drop "
+                                 f"overloads of {earlier.library}")
+            registry[function.name] = function
+    return registry
 
 
 FUNCTIONS: Mapping[str, Function] = _registry()
