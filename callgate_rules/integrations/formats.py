@@ -15,6 +15,11 @@ that API's published SDK type accepts:
 - ``openai-responses``: ``openai.types.responses.FunctionToolParam``; no field for examples.
 - ``anthropic``: ``anthropic.types.ToolParam``; the examples go to ``input_examples``.
 - ``mcp``: ``mcp.types.Tool`` (wire names, camelCase); no field for examples.
+- ``openai-strict`` / ``openai-responses-strict``: the same with ``strict: true`` and the
+  parameters in the subset strict mode accepts (``openai_strict_schema``): an optional field
+  becomes required and nullable, keywords strict mode rejects move into the description.
+  The gate keeps checking the full schema; ``from_strict_arguments`` turns the nulls a
+  strict model sends for the fields it left out back into absent fields first.
 
 Contract examples are never pasted into the description: the description is the text the
 contract's owner wrote for the model, and ``callgate catalog`` shows the examples to people.
@@ -23,6 +28,7 @@ contract's owner wrote for the model, and ``callgate catalog`` shows the example
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -147,6 +153,129 @@ def mcp_tool(contract: Contract) -> dict[str, Any]:
                             "idempotentHint": not contract.is_write}}
 
 
+# OpenAI strict mode ------------------------------------------------------------------------
+
+# What strict mode rejects (OpenAI's Structured Outputs subset; the list pydantic-ai's OpenAI
+# profile checks a schema against): moved into the description, for the model to read.
+_STRICT_UNSUPPORTED = ("minLength", "maxLength", "patternProperties", "unevaluatedProperties",
+                       "propertyNames", "minProperties", "maxProperties", "unevaluatedItems",
+                       "contains", "minContains", "maxContains", "uniqueItems", "default",
+                       "not", "if", "then", "else", "dependentRequired", "dependentSchemas")
+_STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname",
+                             "ipv4", "ipv6", "uuid"})
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "prefixItems")
+
+
+def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` in the subset OpenAI's strict mode accepts: every object closed and every
+    property required — an optional one nullable instead —, ``oneOf`` as ``anyOf``, and each
+    keyword strict mode rejects (a length bound, a format it does not know, a look-around
+    pattern, a default) moved into the description as ``keyword=value``. Strict mode only
+    shapes what the model writes: the gate checks the full schema."""
+    return _strict(copy.deepcopy(dict(schema)))
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    notes = [f"{key}={json.dumps(schema.pop(key), sort_keys=True, default=str)}"
+             for key in _STRICT_UNSUPPORTED if key in schema]
+    if "format" in schema and schema["format"] not in _STRICT_FORMATS:
+        notes.append(f"format={schema.pop('format')}")
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and any(token in pattern for token in _LOOKAROUND):
+        notes.append(f"pattern={schema.pop('pattern')}")
+    if "oneOf" in schema:
+        schema["anyOf"] = [*schema.get("anyOf", ()), *schema.pop("oneOf")]
+    if notes:
+        said = "; ".join(notes)
+        schema["description"] = f"{schema['description']} ({said})" \
+            if schema.get("description") else f"({said})"
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(schema.get(key), list):
+            schema[key] = [_strict(dict(each)) if isinstance(each, Mapping) else each
+                           for each in schema[key]]
+    if isinstance(schema.get("items"), Mapping):
+        schema["items"] = _strict(dict(schema["items"]))
+    for key in ("$defs", "definitions"):
+        if isinstance(schema.get(key), Mapping):
+            schema[key] = {name: _strict(dict(each)) for name, each in schema[key].items()}
+    if schema.get("type") == "object" or "properties" in schema:
+        required = set(schema.get("required", ()))
+        properties = {name: _strict(dict(each)) if isinstance(each, Mapping) else each
+                      for name, each in dict(schema.get("properties") or {}).items()}
+        schema["properties"] = {name: each if name in required else _nullable(each)
+                                for name, each in properties.items()}
+        schema["required"] = list(properties)
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` accepting null as well: how strict mode says a field may be left out."""
+    if _accepts_null(schema):
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str | list) and "enum" not in schema and "const" not in schema:
+        schema["type"] = [*([kind] if isinstance(kind, str) else kind), "null"]
+        return schema
+    if isinstance(schema.get("anyOf"), list) and "type" not in schema:
+        schema["anyOf"].append({"type": "null"})
+        return schema
+    outer: dict[str, Any] = {"anyOf": [schema, {"type": "null"}]}
+    if "description" in schema:
+        outer["description"] = schema.pop("description")
+    return outer
+
+
+def _accepts_null(schema: Any) -> bool:
+    if not isinstance(schema, Mapping) or not schema:
+        return isinstance(schema, Mapping) or schema is True  # {} and true accept anything
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return "enum" not in schema or None in schema["enum"]
+    if "const" in schema:
+        return schema["const"] is None
+    if "enum" in schema and kind is None:
+        return None in schema["enum"]
+    return any(_accepts_null(each) for key in ("anyOf", "oneOf")
+               for each in schema.get(key) or ())
+
+
+def from_strict_arguments(schema: Mapping[str, Any], arguments: Any) -> Any:
+    """A strict-mode call's arguments as the full ``schema`` means them: the null a model
+    sends for an optional field it leaves out becomes an absent field (a field whose own
+    schema accepts null keeps it), in nested objects and arrays too. Anything that is not
+    an object of the expected shape is passed on as it is, for the gate to judge."""
+    if isinstance(arguments, list) and isinstance(schema.get("items"), Mapping):
+        return [from_strict_arguments(schema["items"], each) for each in arguments]
+    properties = schema.get("properties")
+    if not isinstance(arguments, Mapping) or not isinstance(properties, Mapping):
+        return arguments
+    required = set(schema.get("required", ()))
+    back: dict[str, Any] = {}
+    for key, value in arguments.items():
+        own = properties.get(key)
+        if value is None and key not in required and isinstance(own, Mapping) \
+                and not _accepts_null(own):
+            continue
+        back[key] = from_strict_arguments(own, value) if isinstance(own, Mapping) else value
+    return back
+
+
+def openai_strict_tool(contract: Contract) -> dict[str, Any]:
+    """A Chat Completions tool definition in strict mode (``openai_strict_schema``)."""
+    return {"type": "function", "function": {
+        "name": contract.name, "description": contract.document.description,
+        "parameters": openai_strict_schema(contract.arguments_schema), "strict": True}}
+
+
+def openai_responses_strict_tool(contract: Contract) -> dict[str, Any]:
+    """A Responses API function tool in strict mode (``openai_strict_schema``)."""
+    return {"type": "function", "name": contract.name,
+            "description": contract.document.description,
+            "parameters": openai_strict_schema(contract.arguments_schema), "strict": True}
+
+
 # What each API accepts ----------------------------------------------------------------------
 
 
@@ -172,6 +301,11 @@ TOOL_FORMATS: Mapping[str, ToolFormat] = {
                                    _OPENAI_NAME_RULE, False),
     "anthropic": ToolFormat("Anthropic", anthropic_tool, _OPENAI_NAME, _OPENAI_NAME_RULE,
                             False),
+    "openai-strict": ToolFormat("OpenAI Chat Completions (strict)", openai_strict_tool,
+                                _OPENAI_NAME, _OPENAI_NAME_RULE, False),
+    "openai-responses-strict": ToolFormat("OpenAI Responses (strict)",
+                                          openai_responses_strict_tool, _OPENAI_NAME,
+                                          _OPENAI_NAME_RULE, False),
     "mcp": ToolFormat("MCP", mcp_tool, re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
                       "letters, digits, _, - and ., at most 128 characters", True),
 }

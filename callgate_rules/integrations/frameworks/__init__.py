@@ -1,0 +1,80 @@
+"""callgate inside the agent frameworks: one adapter per framework, each an optional extra.
+
+- ``frameworks.pydantic_ai`` (``callgate-rules[pydantic-ai]``): ``CallgateToolset``;
+- ``frameworks.openai_agents`` (``callgate-rules[openai-agents]``): ``CallgateTools``;
+- ``frameworks.langgraph`` (``callgate-rules[langgraph]``): ``CallgateToolNode``.
+
+This package imports no framework; each adapter module imports its own. What they share is
+here: the ``Turn`` — who acts, in which user turn — that every adapter takes from the
+framework's run context (pydantic-ai's ``deps``, the Agents SDK's ``context``, LangGraph's
+``config``), never from the model, and the proposal each adapter hands the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from callgate_rules.documents.model import GateConfig
+from callgate_rules.integrations.formats import from_strict_arguments
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.outcome import Rejection
+from callgate_rules.pipeline.propose import NonFiniteNumber, read_json
+from callgate_rules.pipeline.route import Run
+
+OnDecision = Callable[[Decision], None]
+
+
+@dataclass
+class Turn:
+    """One user turn as the gate sees it: the actor and session the application
+    authenticated, and the request ID that makes a call proposed twice in this turn one
+    operation. Make a new ``Turn`` (a new request ID) for every message the user sends, and
+    keep it while a paused run resumes: the resumed calls are the same operations."""
+
+    actor: Mapping[str, Any]
+    request_id: str
+    session: Mapping[str, Any] | None = None
+    confirmed_by: str | None = None  # who approves this turn's held writes (default: actor id)
+    run: Run = field(default_factory=lambda: Run(started_at=datetime.now(UTC)))
+
+    @property
+    def approver(self) -> str:
+        return self.confirmed_by or str(self.actor.get("id", "the user"))
+
+
+def turn_of(context: Any) -> Turn:
+    """The ``Turn`` in a framework's run context: the context itself, or its ``callgate``
+    attribute or key (so an application's own dependencies object can carry one)."""
+    if isinstance(context, Turn):
+        return context
+    found = context.get("callgate") if isinstance(context, Mapping) \
+        else getattr(context, "callgate", None)
+    if isinstance(found, Turn):
+        return found
+    raise TypeError(
+        f"callgate needs a Turn (actor, request ID) from the run context, got "
+        f"{type(context).__name__}; pass a callgate Turn as the run's context/deps, or give "
+        "your context a `callgate` attribute holding one")
+
+
+def proposal(config: GateConfig, name: str, arguments: Any, call_id: str,
+             strict: bool = True) -> dict[str, Any]:
+    """The model's call as the gate reads it (a Responses ``function_call`` item). A JSON
+    text is decoded here only to turn a strict-mode null back into an absent field; text
+    that is not JSON goes to the gate as it is, which answers it in its own words."""
+    contract = config.contracts.get(name)
+    if strict and contract is not None:
+        decoded = arguments
+        if isinstance(arguments, str):
+            try:  # as the gate reads it: a repeated key or NaN is for the gate to refuse
+                decoded = read_json(arguments, "arguments are", finite=True)
+            except (Rejection, NonFiniteNumber):
+                decoded = None
+        if isinstance(decoded, Mapping):
+            arguments = from_strict_arguments(contract.arguments_schema, decoded)
+    return {"type": "function_call", "call_id": call_id, "name": name,
+            "arguments": arguments if isinstance(arguments, str) else dict(arguments)
+            if isinstance(arguments, Mapping) else arguments}
