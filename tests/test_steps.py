@@ -534,8 +534,10 @@ def test_actor_failing_the_actor_schema_is_never_trusted(
 def test_email_to_a_known_contact_awaits_confirmation(check: Any) -> None:
     decision = check({"name": "sendEmail", "arguments": {
         "to": "anna.petrova@northwind.example", "subject": "Your ticket", "body": "Hello Anna"}})
+    # the contract's confirmation decides, not the allow rule that let the call through
     assert_refused(decision, "confirmation_required", "await_confirmation",
-                   "support-desk-access/agents-send-email")
+                   "sendEmail/confirmation")
+    assert "allowed by support-desk-access/agents-send-email" in decision.log["detail"]
     assert "wait for the user's decision" in decision.agent_message
     assert decision.log["arguments"]["body"] == "***"  # masked in the log ...
     assert decision.arguments["body"] == "Hello Anna"  # ... not in the decision

@@ -2,10 +2,10 @@
 
 The commands are grouped by what they work on, as the library is: ``harness`` (check one
 call, simulate scenarios, run policy tests, score a control set), ``authoring`` (lint, fmt,
-export, catalog), ``store`` (receipts, the review queue) and ``gateway`` (the MCP gateway,
-``init --from-mcp``). This module puts them under one group, which is the one place a
-``CallgateError`` becomes a message and an exit code: each exception class carries its
-``exit_code``, as click's own exceptions do.
+export, catalog), ``store`` (receipts, the review queue), ``gateway`` (the MCP gateway,
+``init --from-mcp``) and ``replay`` (a decision log against changed documents). This module
+puts them under one group, which is the one place a ``CallgateError`` becomes a message and
+an exit code: each exception class carries its ``exit_code``, as click's own exceptions do.
 
 Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios),
 2 bad input (a file that cannot be read, a bad option) — always one clear line, never a
@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from callgate_rules.cli import authoring, gateway, harness, store
+from callgate_rules.cli import authoring, gateway, harness, replay, store
 from callgate_rules.errors import CallgateError, ConfigError
 
 
@@ -61,5 +61,6 @@ def main() -> None:
     """callgate — a declarative gate between a model's proposed tool call and its action."""
 
 
-for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS, *gateway.COMMANDS):
+for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS, *gateway.COMMANDS,
+                *replay.COMMANDS):
     main.add_command(command)

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from callgate_rules.cli.progress import progress
 from callgate_rules.documents.source import read_data_file
 from callgate_rules.errors import InputError
 from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 
@@ -154,9 +156,12 @@ def _print_decision(decision: Decision, explain: bool) -> None:
 @click.option("--store", "store_url", default=None,
               help="Receipt store URL shared by all scenarios (default: a fresh SQLite file "
                    "per scenario in a temporary directory).")
+@click.option("--decision-log", "decision_log_path", type=click.Path(path_type=Path),
+              default=None, help="Write every decision's log line to this file (JSON lines, "
+                                 "appended), e.g. for `callgate replay`.")
 @TEXT_OR_JSON_OPTION
 def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
-             store_url: str | None, output_format: str) -> None:
+             store_url: str | None, decision_log_path: Path | None, output_format: str) -> None:
     """Run scenario suites against the simulator (default: examples/scenarios).
 
     Each scenario scripts the model's outputs, injects the destination's faults and
@@ -169,13 +174,29 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     scenarios = load_scenarios(paths or [Path("examples/scenarios")])
     if not scenarios:
         raise InputError("no scenarios found; pass scenario files or directories")
-    results = run_scenarios(scenarios, config, store_url)
+    log = _decision_log(decision_log_path)
+    try:
+        with progress(len(scenarios), "simulating", output_format) as advanced:
+            results = run_scenarios(scenarios, config, store_url, decision_log=log,
+                                    advanced=advanced)
+    finally:
+        if log is not None:
+            log.close()
     if output_format == "json":
         click.echo(json.dumps([r.as_dict() for r in results], indent=2, ensure_ascii=False,
                               default=str))
     else:
         _print_scenarios(results)
     sys.exit(0 if all(r.passed for r in results) else 1)
+
+
+def _decision_log(path: Path | None) -> DecisionLog | None:
+    if path is None:
+        return None
+    try:
+        return DecisionLog(path)
+    except OSError as error:
+        raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None
 
 
 def _print_scenarios(results: list[ScenarioResult]) -> None:
@@ -224,7 +245,8 @@ def test_command(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     cases = load_tests(paths or [Path(policies_dir)])
     if not cases:
         raise InputError("no PolicyTest cases found; see `callgate test --help` and the README")
-    results = run_scenarios(cases, config)
+    with progress(len(cases), "testing", output_format) as advanced:
+        results = run_scenarios(cases, config, advanced=advanced)
     failed = [r for r in results if not r.passed]
     report = coverage(config, results) if show_coverage or fail_under is not None else None
     if output_format == "json":
@@ -297,7 +319,9 @@ def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, outpu
     from callgate_rules.harness.scenarios import load_config_for
 
     requests = load_control_set(control_set)
-    evaluation = evaluate(requests, load_config_for(contracts_dir, policies_dir))
+    config = load_config_for(contracts_dir, policies_dir)
+    with progress(len(requests.requests), "evaluating", output_format) as advanced:
+        evaluation = evaluate(requests, config, advanced=advanced)
     if output_format == "json":
         click.echo(json.dumps(evaluation.as_dict(), indent=2, ensure_ascii=False, default=str))
     else:

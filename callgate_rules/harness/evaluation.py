@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,8 +300,10 @@ class Evaluation:
                 "totals": self.totals.as_dict()}
 
 
-def evaluate(control_set: ControlSet, config: GateConfig) -> Evaluation:
-    """Run every recorded output through ``Gate.check`` and score it; nothing is executed."""
+def evaluate(control_set: ControlSet, config: GateConfig, *,
+             advanced: Callable[[int], None] | None = None) -> Evaluation:
+    """Run every recorded output through ``Gate.check`` and score it; nothing is executed.
+    ``advanced(1)`` is called after each request (a progress bar's ``update``)."""
     for request in control_set.requests:
         tool = request.expect.tool
         if tool is not None and tool not in config.contracts:
@@ -318,6 +320,8 @@ def evaluate(control_set: ControlSet, config: GateConfig) -> Evaluation:
             request_id=f"eval-{request.id}", session=request.session,
             conversation=request.conversation)
         results.append(score(request, proposal, decision))
+        if advanced is not None:
+            advanced(1)
     return Evaluation(control_set.path, tuple(results), totals(results))
 
 

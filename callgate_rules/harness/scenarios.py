@@ -28,7 +28,7 @@ so far), ``writes_by_tool``, ``agent_message_contains`` / ``agent_message_exclud
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,6 +51,7 @@ from callgate_rules.harness.simulator import (
     simulated_tools,
 )
 from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import Executor
 from callgate_rules.pipeline.gate import Gate
@@ -221,7 +222,12 @@ def _resolve(value: Any, file: Path, what: str) -> Any:
 
 def run_scenarios(scenarios: Iterable[Scenario], config: GateConfig,
                   store_url: str | None = None,
-                  executors: Mapping[str, Executor] | None = None) -> list[ScenarioResult]:
+                  executors: Mapping[str, Executor] | None = None, *,
+                  decision_log: DecisionLog | None = None,
+                  advanced: Callable[[int], None] | None = None) -> list[ScenarioResult]:
+    """Run each scenario with a store of its own (or the one ``store_url`` names);
+    ``decision_log`` gets every decision's line, ``advanced(1)`` is called after each
+    scenario (a progress bar's ``update``)."""
     with tempfile.TemporaryDirectory(prefix="callgate-scenarios-") as directory:
         results = []
         for index, scenario in enumerate(scenarios):
@@ -230,15 +236,18 @@ def run_scenarios(scenarios: Iterable[Scenario], config: GateConfig,
             try:
                 results.append(run_scenario(scenario, config, store,
                                             request_prefix=f"{index}-" if store_url else "",
-                                            executors=executors))
+                                            executors=executors, decision_log=decision_log))
             finally:
                 store.close()
+            if advanced is not None:
+                advanced(1)
         return results
 
 
 def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
                  request_prefix: str = "",
-                 executors: Mapping[str, Executor] | None = None) -> ScenarioResult:
+                 executors: Mapping[str, Executor] | None = None,
+                 decision_log: DecisionLog | None = None) -> ScenarioResult:
     """Run one scenario against a simulated destination for every contract of ``config``;
     ``executors`` (tool → the host's own executor) replace the simulated ones they name."""
     try:
@@ -250,7 +259,8 @@ def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
     gate = Gate(config, resolvers=WorldResolvers(scenario.world),
                 executors={**simulator.executors(), **(executors or {})},
                 finder=simulator.find, store=store,
-                clock=clock, sleep=clock.sleep, secret=b"scenario-secret")
+                clock=clock, sleep=clock.sleep, secret=b"scenario-secret",
+                decision_log=decision_log)
     run = Run(started_at=clock())
     steps: list[StepResult] = []
     failures: list[str] = []

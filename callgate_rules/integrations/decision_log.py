@@ -1,4 +1,10 @@
-"""The decision log (one JSON line per decision), its retention, and the counters of SPEC §10."""
+"""The decision log (one JSON line per decision), its retention, and the counters of SPEC §10.
+
+Each line of a call that parsed carries ``replay``: the inputs the decision read (the actor
+and session as the host passed them, the decision time, the records each look-up found, the
+arguments' provenance), masked as the arguments are, and what steps 1–4 decided before any
+execution. ``callgate replay`` decides each line again from them (``harness.replay``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -47,6 +54,69 @@ def count(counters: Counter[str], log: Mapping[str, Any]) -> None:
         counters["budget_exhausted"] += 1
     for shadow in log.get("shadow", ()):
         counters[f"shadow_{shadow.get('mode', 'audit')}"] += 1
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What steps 1–4 decided about a call, before execution changed the route."""
+
+    route: str
+    error_class: str | None
+    rule: str | None
+
+
+@dataclass(frozen=True)
+class RecordedLookup:
+    """What a look-up found: a record, a list of them (``many: list``), or None (skipped)."""
+
+    collection: str
+    found: Any
+
+
+@dataclass(frozen=True)
+class ReplayInputs:
+    """A log line's ``replay``: everything the decision read besides the call itself (which
+    is the line's ``tool`` and ``arguments``). ``masked``: the argument paths whose values
+    are ``***`` here and in the arguments; ``now`` is None when the call was refused before
+    the time was read."""
+
+    now: str | None
+    actor: Mapping[str, Any]
+    session: Mapping[str, Any]
+    records: Mapping[str, RecordedLookup]
+    provenance: Any
+    masked: tuple[str, ...]
+    decided: Decided
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"now": self.now, "actor": dict(self.actor), "session": dict(self.session),
+                "records": {name: {"collection": found.collection, "found": found.found}
+                            for name, found in self.records.items()},
+                "provenance": self.provenance, "masked": list(self.masked),
+                "decided": {"route": self.decided.route,
+                            "error_class": self.decided.error_class,
+                            "rule": self.decided.rule}}
+
+    @classmethod
+    def of(cls, value: Any) -> ReplayInputs:
+        """A log line's ``replay`` read back; ``ValueError`` says what is wrong with it."""
+        if not isinstance(value, Mapping):
+            raise ValueError("replay is not a mapping")
+        try:
+            decided = value["decided"]
+            records = value.get("records") or {}
+            return cls(
+                now=value.get("now"), actor=dict(value["actor"]),
+                session=dict(value.get("session") or {}),
+                records={str(name): RecordedLookup(str(found["collection"]), found.get("found"))
+                         for name, found in records.items()},
+                provenance=value.get("provenance"),
+                masked=tuple(str(path) for path in value.get("masked") or ()),
+                decided=Decided(str(decided["route"]), decided.get("error_class"),
+                                decided.get("rule")))
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"replay is incomplete ({type(error).__name__}: {error})") \
+                from None
 
 
 def utc_now() -> datetime:

@@ -221,6 +221,8 @@ class Gate:
             return self._record(router.refused_confirmation(STORE_DOWN, detail=str(error)))
         if receipt.state == ReceiptState.SUCCEEDED:
             return self._record(router.already_confirmed(receipt))
+        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:  # used: its write ran or runs
+            return self._record(router.used_confirmation(receipt))
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
         decision, progress = self._check(call, actor, now, receipt.request_id, session)
         if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:  # rights or rules changed
@@ -237,9 +239,7 @@ class Gate:
         if not claim.may_execute:
             if claim.receipt.state == ReceiptState.SUCCEEDED:  # another confirmation won
                 return self._record(router.already_confirmed(claim.receipt))
-            return self._record(router.refused_confirmation(
-                f"this confirmation was already used (the operation is {claim.receipt.state})",
-                decision))
+            return self._record(router.used_confirmation(claim.receipt, decision))
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         ending = machine.run(start=State.SEND)
         return self._record(router.ended(decision, progress, ending, receipt.operation_id))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Contract
 from callgate_rules.integrations import provenance
+from callgate_rules.integrations.decision_log import Decided, RecordedLookup, ReplayInputs
 from callgate_rules.pipeline.decision import ShadowVerdict
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -25,9 +26,11 @@ def log_record(
     error_class: ErrorClass | None, rule: str | None, detail: str,
     actor: Mapping[str, Any], arguments: dict[str, Any] | None,
     shadow: tuple[ShadowVerdict, ...], elapsed: float, extra: Mapping[str, Any] | None,
+    session: Mapping[str, Any] | None = None, variables: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The decision's log record: one JSON line for engineers, with the actor summarised
-    and the contract's sensitive arguments masked, wherever they appear in it."""
+    and the contract's sensitive arguments masked, wherever they appear in it; for a call
+    that parsed, the inputs ``callgate replay`` decides it again with (``replay``)."""
     record: dict[str, Any] = {
         "ts": datetime.fromtimestamp(decided_at, UTC).isoformat(),
         "request_id": request_id or uuid.uuid4().hex,
@@ -51,7 +54,34 @@ def log_record(
         masking = Masking(contract, arguments)
         record.update({key: masking(record[key]) for key in _MAY_ECHO if key in record})
         record["arguments"] = masking.arguments
+    if contract is not None and arguments is not None and variables is not None:
+        record["replay"] = _replay_inputs(contract, arguments, actor, session, variables,
+                                          route, error_class, rule).as_dict()
     return record
+
+
+def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], actor: Mapping[str, Any],
+                   session: Mapping[str, Any] | None, variables: Mapping[str, Any],
+                   route: Route, error_class: ErrorClass | None,
+                   rule: str | None) -> ReplayInputs:
+    """What the decision read, masked as the arguments are: the records looked up may echo
+    a sensitive argument, so they are masked like any other text of the record."""
+    masking = Masking(contract, arguments) if contract.mask else None
+    now = variables.get("now")
+    looked_up = {lookup.name: RecordedLookup(lookup.collection, variables[lookup.name])
+                 for lookup in contract.lookups if lookup.name in variables}
+    for lookup in contract.lookups:  # the look-up that found nothing: asked, answered none
+        if error_class == ErrorClass.NOT_FOUND and rule == f"{contract.name}/lookup.{lookup.name}":
+            looked_up[lookup.name] = RecordedLookup(lookup.collection, [])
+    if masking is not None:
+        looked_up = {name: RecordedLookup(found.collection, masking(found.found))
+                     for name, found in looked_up.items()}
+    return ReplayInputs(
+        now=now.isoformat() if isinstance(now, datetime) else None,
+        actor=dict(actor), session=dict(session or {}), records=looked_up,
+        provenance=variables.get("provenance"),
+        masked=tuple(".".join(path) for path in contract.mask if _at(arguments, path)),
+        decided=Decided(str(route), str(error_class) if error_class else None, rule))
 
 
 # What in a log record may repeat an argument's value: a check's detail quotes it, a rule's

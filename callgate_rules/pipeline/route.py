@@ -34,7 +34,7 @@ from callgate_rules.pipeline.decision import (
 from callgate_rules.pipeline.messages import agent_message, user_message
 from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
 from callgate_rules.pipeline.record import Masking, compact, log_record
-from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptStore
+from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
 
@@ -127,6 +127,11 @@ _SAID: Mapping[ErrorClass, str] = {
     ErrorClass.RECONCILE_FAILED: "the outcome could not be confirmed",
     ErrorClass.BUDGET_EXHAUSTED: "the retries of this call are spent",
 }
+
+
+def confirmation_rule(contract: Contract) -> str:
+    """The name a decision gives the contract's ``confirmation.required`` as its rule."""
+    return f"{contract.name}/confirmation"
 
 
 def goes_on(decision: Decision) -> bool:
@@ -312,10 +317,14 @@ class Router:
     def allowed(self, progress: Progress, actor: Mapping[str, Any],
                 request_id: str | None) -> Decision:
         assert progress.call is not None and progress.plan is not None
-        if progress.call.contract.confirmation.required:
+        contract = progress.call.contract
+        if contract.confirmation.required:
+            # The contract's confirmation decides where the call goes, not the allow rule
+            # that let it through; the log's detail keeps that one.
             return self.rejected(
                 Rejection(ErrorClass.CONFIRMATION_REQUIRED, "the contract requires a person's "
-                          "confirmation before execution", rule=progress.permit),
+                          f"confirmation before execution (allowed by {progress.permit})",
+                          rule=confirmation_rule(contract)),
                 progress, actor, request_id)
         progress.trace.append(_ROUTED_TO_EXECUTE)
         return self._decision(_EXECUTE, None, progress.permit, progress.plan.passed,
@@ -394,7 +403,7 @@ class Router:
         log: Deferred[Mapping[str, Any]] = Deferred(
             log_record, decided_at, request_id, contract, call, decided_versions, route,
             error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
-            extra or None)
+            extra or None, progress.session, progress.variables)
         return Decision.of_check(
             route, error_class, contract.name if contract else None,
             contract.version if contract else None, rule, agent, user, log,
@@ -512,6 +521,24 @@ class Router:
             arguments=basis.arguments if basis else None,
         )
 
+    def used_confirmation(self, receipt: Receipt, basis: Decision | None = None) -> Decision:
+        """A confirmation used before, whose write did not succeed (or is still running):
+        nothing new is executed, and the model hears that the write was already tried, so
+        that it neither proposes it again nor tells the user nothing happened."""
+        state = ReceiptState(receipt.state)
+        told = _USED_CONFIRMATION.get(state, f"the operation is {state}")
+        refused = self.refused_confirmation(
+            f"this confirmation was already used: {told}", basis,
+            f"confirmation already used; operation {receipt.operation_id} is {state}")
+        agent = (f"This confirmation was already used: {told}. No new write was made now. "
+                 f"Do not propose {receipt.tool} again for this request; tell the user "
+                 "what is known.")
+        return replace(refused, tool=receipt.tool, agent_message=agent,
+                       operation_id=receipt.operation_id,
+                       log={**refused.log, "tool": receipt.tool,
+                            "operation_id": receipt.operation_id,
+                            "receipt_state": str(state)})
+
     def already_confirmed(self, receipt: Receipt) -> Decision:
         """A confirmation of a write that was already confirmed and done: its receipt."""
         done = f"{receipt.tool} was already confirmed and done; no new write was made. " \
@@ -530,6 +557,17 @@ class Router:
             log=log, versions={}, result=receipt.result, operation_id=receipt.operation_id,
             trace=(TraceEntry("execute", "confirmation", "already done",
                               receipt.operation_id),))
+
+
+# What a used confirmation tells of its write, by the state the write's receipt is in.
+_USED_CONFIRMATION: Mapping[ReceiptState, str] = {
+    ReceiptState.CLAIMED: "the write it confirmed is being executed right now",
+    ReceiptState.FAILED: "the write it confirmed was already tried and did not succeed",
+    ReceiptState.OUTCOME_UNKNOWN: "the write it confirmed was already sent and its outcome "
+                                  "is not known yet; it is being settled, never sent twice",
+    ReceiptState.IN_REVIEW: "the write it confirmed was already tried and a person is "
+                            "settling its outcome",
+}
 
 
 _LIMIT_AGENT_MESSAGES = {

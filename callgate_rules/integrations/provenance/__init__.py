@@ -43,6 +43,7 @@ from callgate_rules.integrations.provenance.conversation import (
     USER,
     Conversation,
     ConversationError,
+    RecordedConversation,
     Segment,
 )
 from callgate_rules.integrations.provenance.matching import fold, index_of, squash
@@ -56,9 +57,9 @@ from callgate_rules.integrations.provenance.seal import Sealer, default_sealer
 
 __all__ = [
     "DEFAULT_COMMON_VALUES", "DEFAULT_LIMITS", "INDISTINCT", "RECORD", "SYSTEM", "TOOL",
-    "UNKNOWN", "USER", "Conversation", "ConversationError", "ReadingLimits", "Sealer",
-    "Segment", "Thresholds", "default_sealer", "flatten", "is_evidence", "read_conversation",
-    "sources_of", "trace_sources", "unknown_sources",
+    "UNKNOWN", "USER", "Conversation", "ConversationError", "ReadingLimits",
+    "RecordedConversation", "Sealer", "Segment", "Thresholds", "default_sealer", "flatten",
+    "is_evidence", "read_conversation", "sources_of", "trace_sources", "unknown_sources",
 ]
 
 DEFAULT_COMMON_VALUES = frozenset({
@@ -156,6 +157,8 @@ def trace_sources(arguments: Any, conversation: Conversation | None,
                   records: Sequence[Mapping[str, Any]], thresholds: Thresholds) -> Any:
     """The ``provenance`` variable: the arguments' shape, each leaf replaced by its sources.
     The conversation's index and the records' values are built once for all the leaves."""
+    if isinstance(conversation, RecordedConversation):  # replayed: as it was at the time
+        return conversation.sources
     if conversation is None or conversation.unreadable is not None:
         return unknown_sources(arguments)
     looked_up = _RecordValues(records)

@@ -55,3 +55,12 @@ class Conversation:
     def of(cls, segments: Sequence[Segment], *, unreadable: str | None = None,
            notes: Sequence[str] = ()) -> Conversation:
         return cls(tuple(segments), unreadable, tuple(notes))
+
+
+@dataclass(frozen=True)
+class RecordedConversation(Conversation):
+    """A conversation known only by the sources it gave each argument value at the time
+    (the decision log's ``provenance``): what ``callgate replay`` decides again with.
+    ``trace_sources`` answers with ``sources`` as they were recorded."""
+
+    sources: Any = None

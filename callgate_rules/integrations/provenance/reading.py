@@ -70,7 +70,9 @@ def read_conversation(value: Any, *, sealer: Sealer | None = None,
     ``sealer`` recognises the gate's own messages (by default ``default_sealer()``, the one
     the formats helpers seal with when the gate gives them none). Raises
     ``ConversationError`` when ``value`` is not a conversation at all; a conversation that
-    cannot be read comes back with ``unreadable`` set instead."""
+    cannot be read comes back with ``unreadable`` set instead; one already read, as it is."""
+    if isinstance(value, Conversation):
+        return value
     system, messages = _system_and_messages(value)
     reader = _Reader(limits, sealer if sealer is not None else default_sealer())
     if len(messages) >= limits.max_items:  # each message is an item: stop before reading
