@@ -73,11 +73,12 @@ def round_half_away(value: Any) -> float:
     number = _double("math.round", value)
     if not python_math.isfinite(number):
         return number
-    rounded = python_math.floor(abs(number) + 0.5)
-    # abs(x) + 0.5 can round up in binary (0.49999999999999994 + 0.5 == 1.0).
-    if rounded - abs(number) > 0.5:
-        rounded -= 1
-    return python_math.copysign(float(rounded), number)
+    whole = float(python_math.trunc(number))
+    # number - whole is exact (both within one unit of each other), so no rounding slips in
+    # (0.49999999999999994 + 0.5 would round up to 1.0).
+    if abs(number - whole) >= 0.5:
+        whole += python_math.copysign(1.0, number)
+    return python_math.copysign(whole, number)
 
 
 def trunc(value: Any) -> float:

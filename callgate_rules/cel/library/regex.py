@@ -47,7 +47,7 @@ def subject(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return value.encode("utf-8", errors="replace").decode("utf-8")
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
     return value
 
 
