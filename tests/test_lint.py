@@ -156,6 +156,21 @@ def test_reference_configuration_lints_clean(ref: Any) -> None:
     assert lint([ref.contracts, ref.policies]) == []
 
 
+def test_reference_notes_suggest_schemas_for_the_records_read_without_one(ref: Any) -> None:
+    """createFollowUp's look-ups declare their schemas; the five others read record fields
+    no schema declares, and the notes (asked for) point at each look-up's name."""
+    findings = lint([ref.contracts, ref.policies], notes=True)
+    assert [(Path(f.location.path).name, f.severity, f.code) for f in findings] == [
+        (name, "note", "undeclared-schema") for name in (
+            "contacts.yaml", "getInvoice.yaml", "getTicketStatus.yaml", "sendEmail.yaml",
+            "sendPayment.yaml")]
+    invoice = findings[1]
+    assert invoice.location.line == place((ref.contracts / "getInvoice.yaml").read_text(),
+                                          "name: invoice")[0]
+    assert "getInvoice lookup invoice: fields are read (invoice.organization)" in (
+        invoice.message)
+
+
 # YAML and document schema ----------------------------------------------------------------------
 
 
@@ -281,13 +296,14 @@ def test_unknown_variable_points_at_the_expression_line(project: Any) -> None:
     ]
 
 
-def test_unknown_args_field_is_an_error(project: Any) -> None:
+def test_unknown_args_field_is_an_error_at_the_field(project: Any) -> None:
     text = CONTRACT.replace(RULE, "    - expression: args.ticket_id != \"\"\n")
     project.write("contract.yaml", text)
     [finding] = project.run("contract.yaml")
     assert summary([finding]) == [
-        ("contract.yaml", place(text, "args.ticket_id")[0], 19, "error", "unknown-field")]
-    assert "args.ticket_id is not declared; declared fields: reason, ticketId" in finding.message
+        ("contract.yaml", *place(text, "ticket_id"), "error", "unknown-field")]
+    assert "args.ticket_id is not declared (did you mean ticketId?); declared fields: " \
+           "reason, ticketId" in finding.message
 
 
 def test_unknown_record_field_with_a_closed_lookup_schema_is_an_error(project: Any) -> None:
@@ -295,28 +311,34 @@ def test_unknown_record_field_with_a_closed_lookup_schema_is_an_error(project: A
     project.write("contract.yaml", text)
     [finding] = project.run("contract.yaml")
     assert summary([finding]) == [
-        ("contract.yaml", place(text, "ticket.state")[0], 19, "error", "unknown-field")]
-    assert "ticket.state is not declared; declared fields: closed_at, id, status, tenant" in (
-        finding.message)
+        ("contract.yaml", *place(text, "state !="), "error", "unknown-field")]
+    assert finding.message == (
+        "closeTicket rules.not-closed: ticket.state is not declared (did you mean status?); "
+        "declared fields: closed_at, id, status, tenant")
 
 
-def test_unknown_record_field_with_an_open_lookup_schema_is_a_warning(project: Any) -> None:
+def test_unknown_record_field_with_an_open_lookup_schema_is_an_error_too(project: Any) -> None:
+    """Strict: a declared schema that does not list the field, closed or not."""
     text = (CONTRACT.replace("        additionalProperties: false\n", "")
             .replace(RULE, '    - expression: ticket.state != "closed"\n'))
     project.write("contract.yaml", text)
     [finding] = project.run("contract.yaml")
     assert summary([finding]) == [
-        ("contract.yaml", place(text, "ticket.state")[0], 19, "warning", "unknown-field")]
+        ("contract.yaml", *place(text, "state !="), "error", "unknown-field")]
+    assert "the schema does not set additionalProperties: false" in finding.message
 
 
-def test_unknown_actor_field_in_an_access_rule_is_a_warning(project: Any) -> None:
-    """The actor schema is open (no additionalProperties: false): the field might exist."""
+def test_unknown_actor_field_in_an_access_rule_is_an_error(project: Any) -> None:
+    """The actor schema is open (no additionalProperties: false), but it declares its
+    fields: a field it does not list is a typo until declared."""
     project.write("contract.yaml", CONTRACT)
     policy = POLICY.replace('      when: "true"', "      when: actor.team == \"ops\"")
     findings = project.run("contract.yaml", policy=policy)
     assert summary(findings) == [
-        ("policy.yaml", place(policy, "actor.team")[0], 13, "warning", "unknown-field")]
-    assert "actor.team is not declared" in findings[0].message
+        ("policy.yaml", *place(policy, "team =="), "error", "unknown-field")]
+    assert findings[0].message.startswith(
+        "access rule anyone: actor.team is not declared (did you mean tenant?); declared "
+        "fields: id, nickname, tenant; the schema does not set additionalProperties: false")
 
 
 def test_optional_field_without_has_is_a_warning(project: Any) -> None:

@@ -418,12 +418,15 @@ def test_every_finding_code_in_the_package_has_a_description() -> None:
     codes: set[str] = set()
     # wherever a module of findings lives: the document compiler and the authoring tools
     for module in sorted([*(package / "documents").rglob("*.py"),
-                          *(package / "authoring").rglob("*.py")]):
+                          *(package / "authoring").rglob("*.py"),
+                          *(package / "cel").glob("checker*.py")]):
         source = module.read_text(encoding="utf-8")
-        codes |= set(re.findall(r'"(?:error|warning)",\s*"([a-z][a-z-]*)"(?!\s*:)', source))
+        codes |= set(re.findall(r'"(?:error|warning|note)",\s*"([a-z][a-z-]*)"(?!\s*:)',
+                                source))
         codes |= set(re.findall(r'self\.(?:error|warning)\(\s*source,\s*(?:\([^)]*\)|\w+),'
                                 r'\s*"([a-z][a-z-]*)"', source))
-    assert {"yaml", "schema", "cel-syntax", "never-fires", "removed-tool"} <= codes
+    assert {"yaml", "schema", "cel-syntax", "never-fires", "removed-tool", "no-overload",
+            "impossible-comparison", "undeclared-schema"} <= codes
     assert sorted(codes - set(CODE_DESCRIPTIONS)) == []
 
 

@@ -27,8 +27,11 @@ from callgate_rules.integrations.formats import TOOL_FORMATS
                    "metadata.version, and that no tool was removed or narrowed unannounced.")
 @click.option("--allow-removed", "allow_removed", multiple=True, metavar="NAME",
               help="With --since: a tool whose removal is intended (repeatable).")
+@click.option("--notes", is_flag=True,
+              help="Also show notes: suggestions such as declaring the schema of a record "
+                   "whose fields the rules read.")
 def lint(paths: tuple[Path, ...], output_format: str, since: str | None,
-         allow_removed: tuple[str, ...]) -> None:
+         allow_removed: tuple[str, ...], notes: bool = False) -> None:
     """Check documents for CI: schema, CEL, variables and fields, routes, examples, rules
     that cannot fire, and (with --since) version bumps.
 
@@ -37,13 +40,17 @@ def lint(paths: tuple[Path, ...], output_format: str, since: str | None,
     """
     if allow_removed and since is None:
         raise InputError("--allow-removed only applies with --since GIT_REF")
-    findings = run_lint(paths or _default_paths(), since=since, allow_removed=allow_removed)
+    findings = run_lint(paths or _default_paths(), since=since, allow_removed=allow_removed,
+                        notes=notes)
     errors = sum(1 for f in findings if f.severity == "error")
+    warnings = sum(1 for f in findings if f.severity == "warning")
     report = render(findings, output_format)
     if report:
         click.echo(report)
     if output_format in ("text", "github"):
-        click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)", err=True)
+        summary = f"{errors} error(s), {warnings} warning(s)"
+        click.echo(summary + (f", {len(findings) - errors - warnings} note(s)" if notes
+                              else ""), err=True)
     sys.exit(1 if errors else 0)
 
 

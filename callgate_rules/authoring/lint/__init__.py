@@ -4,10 +4,16 @@ Each check is one small function that yields findings, driven by the ``CHECKS`` 
 (like jsonschema's keyword table): adding a check is adding a function and a row. The
 checks live by what they look at:
 
-- ``expressions``: what the CEL reads (variables, fields, placeholders);
+- ``expressions``: what the CEL reads (variables, optional fields, placeholders);
+- ``typecheck``: every expression type-checked (``cel.checker``) against what each
+  variable holds where it runs;
 - ``rules``: rules that can never decide anything;
 - ``disclosure``: what a refusal may reveal;
 - ``declarations``: routes, examples and idempotency as the documents declare them;
+- ``strict``: YAML that parses into something the author did not mean, variables whose
+  fields no schema declares;
+- ``cascade``: what a document that did not compile may have defined, so the checks do not
+  report its consequences in healthy files;
 
 ``report`` renders the findings (text, JSON, GitHub annotations, SARIF) and ``places``
 finds where in a source a compiled rule's field is written.
@@ -29,7 +35,7 @@ from callgate_rules.authoring.lint.disclosure import (
     check_unnarrowed_lookups,
 )
 from callgate_rules.authoring.lint.expressions import (
-    check_fields,
+    check_guards,
     check_message_fields,
     check_variables,
 )
@@ -48,6 +54,12 @@ from callgate_rules.authoring.lint.rules import (
     constant_value,
     normalized_cel,
 )
+from callgate_rules.authoring.lint.strict import (
+    check_undeclared_schemas,
+    check_yaml_traps,
+    explained_by_traps,
+)
+from callgate_rules.authoring.lint.typecheck import check_types
 from callgate_rules.authoring.versioning import version_findings
 from callgate_rules.documents.compiler import Compilation, Finding, compile_paths
 
@@ -58,8 +70,10 @@ __all__ = [
 
 
 CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
+    check_yaml_traps,
     check_variables,
-    check_fields,
+    check_types,
+    check_guards,
     check_routes,
     check_examples,
     check_disclosure,
@@ -71,6 +85,7 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_unknown_outcomes,
     check_forbidden_routes,
     check_unnarrowed_lookups,
+    check_undeclared_schemas,
 )
 
 
@@ -79,16 +94,23 @@ def lint(
     *,
     since: str | None = None,
     allow_removed: Iterable[str] = (),
+    notes: bool = False,
 ) -> list[Finding]:
     """Every finding for the documents under ``paths``; with ``since`` (a git revision), also
-    the documents that changed since then without raising ``metadata.version``."""
+    the documents that changed since then without raising ``metadata.version``. Severities:
+    ``error`` (fails on every call it reaches, or the documents do not load), ``warning``
+    (almost surely not what was meant) and, with ``notes``, ``note`` (a suggestion, such as
+    declaring a schema)."""
     paths = list(paths)
     compilation = compile_paths(paths)
-    findings = list(compilation.findings)
+    findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(compilation))
+    findings += explained_by_traps(compilation.findings, findings)
     if since is not None:
         findings.extend(version_findings(paths, since, allow_removed=allow_removed,
                                          current=compilation.sources))
+    if not notes:
+        findings = [f for f in findings if f.severity != "note"]
     return sorted(set(findings), key=lambda f: (f.location.path, f.location.line,
                                                  f.location.column, f.code))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.documents.compiler import Compilation, Finding, dotted
 from callgate_rules.documents.model import Idempotency
 from callgate_rules.pipeline.parse import _first_undeclared
@@ -14,7 +15,7 @@ from callgate_rules.taxonomy import ErrorClass
 def check_routes(compilation: Compilation) -> Iterator[Finding]:
     source = compilation.routing_source
     if source is None:
-        if compilation.contracts:
+        if compilation.contracts and not broken(compilation).routing:
             first = next(iter(compilation.contract_sources.values()))
             yield Finding(first.locate(()), "warning", "no-routing-table",
                           "no RoutingTable among the documents; the built-in default routes "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.places import field_at, item_paths
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Template
@@ -115,12 +116,15 @@ def check_unnarrowed_lookups(compilation: Compilation) -> Iterator[Finding]:
     """A look-up whose records no access rule reads and no ``visible`` narrows reaches the
     rules, the routes and provenance whatever the actor may see: another tenant's record
     then answers differently from no record, which tells the model it exists."""
+    cascade = broken(compilation)
     for name, contract in compilation.contracts.items():
         source = compilation.contract_sources[name]
         places = item_paths(source, ("spec", "lookups"))
         applying = [rule for rule in compilation.access_rules if rule.applies_to(name)]
-        if not applying:
-            continue  # no rights at all: denied by default, another check says so
+        # no rights at all (denied by default: another check says so), or an access rule
+        # that did not compile may read the records
+        if not applying or cascade.may_allow(name):
+            continue
         reading = {variable for rule in applying for variable in rule.when.variables}
         for lookup in contract.lookups:
             if lookup.visible is not None or lookup.name in reading:

@@ -5,49 +5,92 @@ name nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from callgate_rules.authoring.lint.places import access_rule_places, field_at, item_paths
+from callgate_rules.authoring.lint.cascade import broken
+from callgate_rules.authoring.lint.places import access_rule_paths, access_rule_places, item_paths
 from callgate_rules.cel.expression import CompiledExpression
 from callgate_rules.cel.expression import Path as FieldPath
 from callgate_rules.documents.compiler import Compilation, Finding
-from callgate_rules.documents.model import Contract
+from callgate_rules.documents.model import Contract, Lookup
+from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance"})
 
 
-def _expressions(compilation: Compilation, contract: Contract
-                 ) -> Iterator[tuple[str, CompiledExpression, frozenset[str], Location]]:
-    """(label, expression, variables it may read, where its text is) for every CEL in a
-    contract; the place is the expression itself, so an editor jumps to the right line."""
+@dataclass(frozen=True)
+class ExpressionPlace:
+    """One CEL expression where it runs: for which tool, what it may read, where it is
+    written (``path`` within ``source``), and whether it must give a bool."""
+
+    tool: str
+    label: str  # "rules.not-closed", "lookups.ticket.key", "access rule anyone"
+    expression: CompiledExpression
+    allowed: frozenset[str]  # the variables defined where it runs
+    source: SourceDocument
+    path: NodePath
+    condition: bool = True
+    record: Lookup | None = None  # a look-up's ``visible``: ``record`` is one of its records
+
+    @property
+    def location(self) -> Location:
+        return self.source.locate(self.path)
+
+
+def contract_expressions(compilation: Compilation, contract: Contract
+                         ) -> Iterator[ExpressionPlace]:
+    """Every CEL of a contract, in the order it runs; the place is the expression itself,
+    so an editor jumps to the right line."""
     source = compilation.contract_sources[contract.name]
     lookups = item_paths(source, ("spec", "lookups"))
     rules = item_paths(source, ("spec", "rules"))
     known = set(BASE_VARIABLES)
+
+    def place(label: str, expression: CompiledExpression, path: NodePath, *,
+              more: frozenset[str] = frozenset(), condition: bool = True,
+              record: Lookup | None = None) -> ExpressionPlace:
+        return ExpressionPlace(contract.name, label, expression, frozenset(known | more),
+                               source, path, condition, record)
+
     for lookup in contract.lookups:
-        yield (f"lookups.{lookup.name}.key", lookup.key, frozenset(known),
-               field_at(source, lookups, lookup.location, "key"))
+        at = lookups.get(lookup.location, ())
+        yield place(f"lookups.{lookup.name}.key", lookup.key, (*at, "key"), condition=False)
         if lookup.when is not None:
-            yield (f"lookups.{lookup.name}.when", lookup.when, frozenset(known),
-                   field_at(source, lookups, lookup.location, "when"))
+            yield place(f"lookups.{lookup.name}.when", lookup.when, (*at, "when"))
         if lookup.visible is not None:  # over each found record, before it is bound
-            yield (f"lookups.{lookup.name}.visible", lookup.visible,
-                   frozenset(known | {"record"}),
-                   field_at(source, lookups, lookup.location, "visible"))
+            yield place(f"lookups.{lookup.name}.visible", lookup.visible, (*at, "visible"),
+                        more=frozenset({"record"}), record=lookup)
         known.add(lookup.name)
     for rule in contract.rules:
-        yield (f"rules.{rule.name}", rule.expression, frozenset(known),
-               field_at(source, rules, rule.location, "expression"))
+        yield place(f"rules.{rule.name}", rule.expression,
+                    (*rules.get(rule.location, ()), "expression"))
     if contract.verify is not None:
-        yield ("verify", contract.verify, frozenset(known | {"result"}),
-               source.locate(("spec", "verify", "expression")))
+        yield place("verify", contract.verify, ("spec", "verify", "expression"),
+                    more=frozenset({"result"}))
     if contract.reconcile_match is not None:
-        yield ("reconcile.match", contract.reconcile_match, frozenset(known | {"found"}),
-               source.locate(("spec", "reconcile", "match")))
+        yield place("reconcile.match", contract.reconcile_match, ("spec", "reconcile", "match"),
+                    more=frozenset({"found"}))
 
 
-def _field_schemas(compilation: Compilation, contract: Contract) -> dict[str, Mapping[str, Any]]:
+def access_expressions(compilation: Compilation) -> Iterator[ExpressionPlace]:
+    """Every access rule's ``when``, once for each contract it applies to."""
+    paths = access_rule_paths(compilation)
+    for rule in compilation.access_rules:
+        found = paths(rule)
+        if found is None:
+            continue
+        source, path = found
+        for contract in compilation.contracts.values():
+            if rule.applies_to(contract.name):
+                allowed = BASE_VARIABLES | {lookup.name for lookup in contract.lookups}
+                yield ExpressionPlace(contract.name, f"access rule {rule.name}", rule.when,
+                                      frozenset(allowed), source, (*path, "when"))
+
+
+def _field_schemas(compilation: Compilation, contract: Contract, place: ExpressionPlace
+                   ) -> dict[str, Mapping[str, Any]]:
     """The schema each variable's fields are checked against, where one is declared."""
     schemas: dict[str, Mapping[str, Any]] = {"args": contract.arguments_schema}
     if compilation.actor_schema is not None:
@@ -59,92 +102,92 @@ def _field_schemas(compilation: Compilation, contract: Contract) -> dict[str, Ma
     for lookup in contract.lookups:
         if lookup.record_schema is not None:
             schemas[lookup.name] = lookup.record_schema
+    if place.record is not None and place.record.record_schema is not None:
+        schemas["record"] = place.record.record_schema
     return schemas
 
 
 def check_variables(compilation: Compilation) -> Iterator[Finding]:
+    """Variables not defined where they are read, tools no contract defines: unless a
+    document that did not compile may define them (its errors are the findings then)."""
+    cascade = broken(compilation)
     for contract in compilation.contracts.values():
-        for label, expression, allowed, location in _expressions(compilation, contract):
-            for name in sorted(expression.variables - allowed):
-                yield Finding(location, "error", "unknown-variable",
-                              f"{contract.name} {label}: {name!r} is not defined here; "
-                              f"known: {', '.join(sorted(allowed))}")
+        dropped = cascade.lookups.get(contract.name, frozenset())
+        for place in contract_expressions(compilation, contract):
+            for name in sorted(place.expression.variables - place.allowed - dropped):
+                yield Finding(place.location, "error", "unknown-variable",
+                              f"{contract.name} {place.label}: {name!r} is not defined here; "
+                              f"known: {', '.join(sorted(place.allowed))}")
     tools = compilation.contracts
-    place = access_rule_places(compilation)
+    where = access_rule_places(compilation)
     for rule in compilation.access_rules:
         applies = [c for c in tools.values() if rule.applies_to(c.name)]
         for name in sorted(rule.when.variables - BASE_VARIABLES):
+            if cascade.may_define_variable(rule.tools, name):
+                continue
             missing = [c.name for c in applies if name not in {lk.name for lk in c.lookups}]
             if not applies or len(missing) == len(applies):
-                yield Finding(place(rule, "when"), "error", "unknown-variable",
+                yield Finding(where(rule, "when"), "error", "unknown-variable",
                               f"access rule {rule.name}: {name!r} is not a variable of any tool "
                               "it applies to")
             elif missing:
-                yield Finding(place(rule, "when"), "warning", "unknown-variable",
+                yield Finding(where(rule, "when"), "warning", "unknown-variable",
                               f"access rule {rule.name}: {name!r} is not looked up by "
                               f"{', '.join(missing)}; there the rule fails to evaluate")
         for tool in sorted(rule.tools - {"*"} - set(tools)):
+            if cascade.may_define_tool(tool):
+                continue
             yield Finding(rule.location, "warning", "unknown-tool",
                           f"access rule {rule.name} names tool {tool!r}, which no contract "
                           "defines")
 
 
-def check_fields(compilation: Compilation) -> Iterator[Finding]:
-    """References to fields that cannot exist, and optional fields read without has()."""
+def check_guards(compilation: Compilation) -> Iterator[Finding]:
+    """Optional fields read without has() (the type checker reports undeclared fields)."""
     for contract in compilation.contracts.values():
-        schemas = _field_schemas(compilation, contract)
-        for label, expression, _, location in _expressions(compilation, contract):
-            yield from _field_findings(contract.name, label, expression, schemas, location)
-    place = access_rule_places(compilation)
-    for rule in compilation.access_rules:
-        for contract in compilation.contracts.values():
-            if rule.applies_to(contract.name):
-                schemas = _field_schemas(compilation, contract)
-                yield from _field_findings(contract.name, f"access rule {rule.name}", rule.when,
-                                           schemas, place(rule, "when"))
+        for place in contract_expressions(compilation, contract):
+            yield from _guard_findings(f"{contract.name} {place.label}", place,
+                                       _field_schemas(compilation, contract, place))
+    for place in access_expressions(compilation):
+        # said without the tool, so a rule for many tools says each unguarded read once
+        contract = compilation.contracts[place.tool]
+        yield from _guard_findings(place.label, place,
+                                   _field_schemas(compilation, contract, place))
 
 
-def _field_findings(
-    tool: str,
-    label: str,
-    expression: CompiledExpression,
-    schemas: Mapping[str, Mapping[str, Any]],
-    location: Location,
-) -> Iterator[Finding]:
+def _guard_findings(label: str, place: ExpressionPlace,
+                    schemas: Mapping[str, Mapping[str, Any]]) -> Iterator[Finding]:
+    expression = place.expression
     for path in sorted(expression.references):
         schema = schemas.get(path[0])
         if schema is None or len(path) < 2:
             continue
-        problem = _schema_path_problem(schema, path, expression.guarded)
-        if problem is None:
+        unguarded = _first_unguarded(schema, path, expression.guarded)
+        if unguarded is None:
             continue
-        severity, code, text = problem
-        yield Finding(location, severity, code, f"{tool} {label}: {text}")
+        read = ".".join(unguarded)
+        yield Finding(place.location, "warning", "unguarded-optional-field",
+                      f"{label}: {read} is optional but read without has(); when it is "
+                      f"absent the rule fails to evaluate. Write has({read}) && ...")
 
 
-def _schema_path_problem(
-    schema: Mapping[str, Any], path: FieldPath, guarded: frozenset[FieldPath]
-) -> tuple[str, str, str] | None:
+def _first_unguarded(schema: Mapping[str, Any], path: FieldPath,
+                     guarded: frozenset[FieldPath]) -> FieldPath | None:
+    """The first optional field along ``path`` that no has() tests. A has() guards exactly
+    the field it names: ``has(a.b)`` says nothing of ``a.b.c`` (``b`` may lack ``c``), nor
+    of ``a`` when ``a`` is optional (``has(a.b)`` fails when ``a`` is absent)."""
     node: Any = schema
     for depth, name in enumerate(path[1:], start=1):
         if not isinstance(node, Mapping):
             return None
         properties = node.get("properties")
-        if properties is None:
-            return None  # an open object: nothing to check against
-        if name not in properties:
-            known = ", ".join(sorted(properties)) or "none"
-            # A closed object cannot hold it; an open one might, but a typo is likelier.
-            closed = node.get("additionalProperties", True) is False
-            return ("error" if closed else "warning", "unknown-field",
-                    f"{'.'.join(path[:depth + 1])} is not declared; declared fields: {known}")
+        if not isinstance(properties, Mapping) or name not in properties:
+            return None  # open, or undeclared: the type checker says so
         prefix = path[:depth + 1]
-        if name not in node.get("required", ()) and not any(
-            g[:len(prefix)] == prefix or prefix[:len(g)] == g for g in guarded
-        ):
-            return ("warning", "unguarded-optional-field",
-                    f"{'.'.join(prefix)} is optional but read without has(); when it is absent "
-                    f"the rule fails to evaluate. Write has({'.'.join(prefix)}) && ...")
+        required = node.get("required", ())
+        if name not in (required if isinstance(required, list) else ()) and (
+                prefix not in guarded):
+            return prefix
         node = properties[name]
     return None
 

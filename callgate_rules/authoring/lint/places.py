@@ -36,14 +36,21 @@ def field_at(source: SourceDocument, places: Mapping[Location, NodePath], item: 
 
 def access_rule_places(compilation: Compilation) -> Callable[[AccessRule, str], Location]:
     """A function giving the place of one field of an access rule."""
+    paths = access_rule_paths(compilation)
+
+    def place(rule: AccessRule, field: str) -> Location:
+        found = paths(rule)
+        return found[0].locate((*found[1], field)) if found else rule.location
+
+    return place
+
+
+def access_rule_paths(compilation: Compilation
+                      ) -> Callable[[AccessRule], tuple[SourceDocument, NodePath] | None]:
+    """A function giving the document and node path where an access rule is written."""
     places: dict[Location, tuple[SourceDocument, NodePath]] = {}
     for source in compilation.sources:
         if isinstance(source.data, Mapping) and source.data.get("kind") == "AccessPolicy":
             for location, path in item_paths(source, ("spec", "rules")).items():
                 places[location] = (source, path)
-
-    def place(rule: AccessRule, field: str) -> Location:
-        found = places.get(rule.location)
-        return found[0].locate((*found[1], field)) if found else rule.location
-
-    return place
+    return lambda rule: places.get(rule.location)

@@ -20,6 +20,10 @@ SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/sche
                 "sarif-schema-2.1.0.json")
 
 
+# A finding's severity as SARIF's result level.
+SARIF_LEVELS: Mapping[str, str] = {"error": "error", "warning": "warning", "note": "note"}
+
+
 # One line per finding code: SARIF's rule descriptions, shown by code-scanning tools.
 CODE_DESCRIPTIONS: Mapping[str, str] = {
     "yaml": "The file is not valid YAML.",
@@ -33,6 +37,14 @@ CODE_DESCRIPTIONS: Mapping[str, str] = {
     "unknown-variable": "An expression reads a variable that is not defined where it runs.",
     "unknown-tool": "An access rule names a tool that no contract defines.",
     "unknown-field": "An expression reads a field its schema does not declare.",
+    "unknown-function": "An expression calls a function or method CEL does not have.",
+    "no-overload": "A function exists, but not for the types of these arguments.",
+    "wrong-arity": "A function is called with a number of arguments it does not take.",
+    "not-a-condition": "A condition (a rule, when, &&, ||) is not a bool.",
+    "impossible-comparison": "A comparison can never be true for the declared types.",
+    "yaml-bare-key": "A flow mapping's comma made the text after it a key of its own.",
+    "null-property": "A key under a schema's properties has no schema (a null value).",
+    "undeclared-schema": "Fields are read from a variable no schema declares (a note).",
     "unguarded-optional-field": "An optional field is read without has().",
     "no-routing-table": "No RoutingTable: the built-in routes and budgets apply.",
     "missing-route": "An error class has no route in the RoutingTable.",
@@ -72,7 +84,8 @@ def github_annotation(finding: Finding) -> str:
     if finding.location.line:
         properties += [f"line={finding.location.line}", f"col={finding.location.column}"]
     properties.append(f"title={_escape_property(finding.code)}")
-    return f"::{finding.severity} {','.join(properties)}::{_escape_data(finding.message)}"
+    command = "notice" if finding.severity == "note" else finding.severity
+    return f"::{command} {','.join(properties)}::{_escape_data(finding.message)}"
 
 
 def _escape_data(text: str) -> str:
@@ -117,7 +130,7 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
     return {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
-        "level": "error" if finding.severity == "error" else "warning",
+        "level": SARIF_LEVELS.get(finding.severity, "warning"),
         "message": {"text": finding.message},
         "locations": [{"physicalLocation": physical}],
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.places import access_rule_places, field_at, item_paths
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.expression import CompiledExpression
@@ -16,7 +17,10 @@ from callgate_rules.documents.model import AccessRule, Mode, OnError, Rule
 
 def check_access_coverage(compilation: Compilation) -> Iterator[Finding]:
     """A tool that no allow rule names can never be called: default deny always wins."""
+    cascade = broken(compilation)
     for name, contract in compilation.contracts.items():
+        if cascade.may_allow(name):
+            continue  # the allow rule may be in what did not compile: that is the finding
         if not any(r.effect == "allow" and r.applies_to(name) for r in compilation.access_rules):
             yield Finding(contract.document.location, "warning", "no-allow-rule",
                           f"no allow rule applies to {name}; every call will be denied")
