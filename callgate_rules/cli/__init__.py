@@ -3,7 +3,8 @@
 The commands are grouped by what they work on, as the library is: ``harness`` (check one
 call, simulate scenarios, run policy tests, score a control set), ``authoring`` (lint, fmt,
 export, catalog), ``store`` (receipts, the review queue), ``gateway`` (the MCP gateway,
-``init --from-mcp``) and ``replay`` (a decision log against changed documents). This module
+``init --from-mcp``), ``replay`` (a decision log against changed documents) and ``serve``
+(the decision service, ``hash-password``). This module
 puts them under one group, which is the one place a ``CallgateError`` becomes a message and
 an exit code: each exception class carries its ``exit_code``, as click's own exceptions do.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import click
 
-from callgate_rules.cli import authoring, gateway, harness, replay, store
+from callgate_rules.cli import authoring, gateway, harness, replay, serve, store
 from callgate_rules.errors import CallgateError, ConfigError
 
 
@@ -62,5 +63,5 @@ def main() -> None:
 
 
 for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS, *gateway.COMMANDS,
-                *replay.COMMANDS):
+                *replay.COMMANDS, *serve.COMMANDS):
     main.add_command(command)

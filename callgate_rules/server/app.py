@@ -1,0 +1,123 @@
+"""The ASGI application of ``callgate serve``: the decision API, the review page, health,
+readiness, metrics and the OpenAPI document, in one app.
+
+    /v1/...           the decision API (bearer token)          api.py
+    /review           the review and confirmation page (login) page.py
+    /openapi.json     the OpenAPI document of /v1
+    /healthz          the process answers
+    /readyz           the receipt store answers (503 when it does not)
+    /metrics          Prometheus text format                   metrics.py
+
+Outermost, ``RequestLimits`` bounds every request's body and time; then ``BearerAuth``
+guards ``/v1`` only (the page has its own login; probes and scrapes need none).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.responses import JSONResponse, Response
+
+from callgate_rules.integrations.identity import ASGIApp, BearerAuth, Receive, Scope, Send
+from callgate_rules.pipeline.hosted import Observer
+from callgate_rules.server.api import api_router
+from callgate_rules.server.models import Health
+from callgate_rules.server.page import page_router
+from callgate_rules.server.problems import RequestLimits, install_handlers
+from callgate_rules.server.service import Service, ServiceSettings
+
+LOGGER = logging.getLogger("callgate.server")
+OPENAPI_URL = "/openapi.json"
+API_VERSION = "1"
+
+
+def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = ()) -> ASGIApp:
+    """The whole service for ``settings``; loads the documents and opens the store now, so
+    a bad configuration fails at start."""
+    service = Service(settings, observers=(*observers, *_exporters(settings.otel)))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        LOGGER.info("callgate serve: %d tools, store %s", len(service.hosted.gate.config
+                                                             .contracts), service.store.url)
+        yield
+        service.close()
+
+    app = FastAPI(title="callgate decision API", version=API_VERSION, openapi_url=OPENAPI_URL,
+                  docs_url=None, redoc_url=None, lifespan=lifespan,
+                  description="Decide about a model's proposed tool call, and run a write the "
+                              "host executes exactly once: decide → claim → execute (the "
+                              "host) → finish, with reconcile, confirm and the review queue.")
+    app.state.service = service
+    install_handlers(app)
+    app.include_router(api_router(service))
+    app.include_router(page_router(service))
+
+    @app.get("/healthz", response_model=Health, include_in_schema=False)
+    async def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get("/readyz", response_model=Health, include_in_schema=False)
+    async def readyz() -> Response:
+        why = await service.run("readyz", service.ready)
+        if why is None:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "unavailable", "detail": f"receipt store: {why}"},
+                            status_code=503)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        text = await service.run("metrics", lambda: generate_latest(service.metrics.registry))
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+    guarded: ASGIApp = app
+    if settings.verifier is not None:
+        guarded = ApiAuth(app, BearerAuth(app, settings.verifier))
+    return RequestLimits(guarded, settings.max_body_bytes, settings.request_timeout)
+
+
+@dataclass
+class ApiAuth:
+    """Bearer tokens for ``/v1`` only."""
+
+    app: ASGIApp
+    authenticated: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
+            await self.authenticated(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def _exporters(otel: str | None) -> tuple[Observer, ...]:
+    """Decision spans, exported to the console or over OTLP, when asked for."""
+    if otel is None:
+        return ()
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    from callgate_rules.integrations.telemetry import DecisionSpans
+
+    exporter: SpanExporter
+    if otel == "console":
+        exporter = ConsoleSpanExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore
+            OTLPSpanExporter,
+        )
+        exporter = OTLPSpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return (DecisionSpans(provider.get_tracer("callgate")),)

@@ -1,0 +1,123 @@
+"""``/metrics``: the service in Prometheus' text format, from its own registry.
+
+- ``callgate_decisions_total{tool,route,error_class}`` — every decision recorded;
+- ``callgate_outcomes_total{tool,error_class,counter}`` — the counters of SPEC §10
+  (argument_errors, denials, unknown_outcomes, reconciliations, suppressed_duplicates,
+  regenerations, retries, hand_overs, budget_exhausted, shadow verdicts);
+- ``callgate_request_seconds{endpoint}`` — the latency of each API call, a histogram;
+- ``callgate_store_seconds{operation}`` — each receipt-store call, a histogram;
+- ``callgate_review_queue_depth{status}`` and ``callgate_pending_confirmations`` — read
+  from the store at each scrape (so every instance over one store reports the same).
+
+Tool labels are the configuration's tool names only (anything else is ``unknown``), so a
+model inventing tool names cannot grow the label set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from callgate_rules.errors import StoreError
+from callgate_rules.integrations.decision_log import count
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.store.base import ReceiptState, ReceiptStore, ReviewStatus
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """The service's metrics; ``observe`` is an observer of ``HostedWrites``."""
+
+    def __init__(self, tools: Collection[str]) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created: unread noise
+        self.tools = frozenset(tools)
+        self.registry = CollectorRegistry()
+        self.decisions = Counter("callgate_decisions", "Decisions recorded, by tool, route "
+                                 "and error class", ["tool", "route", "error_class"],
+                                 registry=self.registry)
+        self.outcomes = Counter("callgate_outcomes", "The counters of SPEC section 10, by "
+                                "tool and error class", ["tool", "error_class", "counter"],
+                                registry=self.registry)
+        self.requests = Histogram("callgate_request_seconds", "Latency of each API call",
+                                  ["endpoint"], buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
+        self.store = Histogram("callgate_store_seconds", "Latency of each receipt-store "
+                               "call", ["operation"], buckets=LATENCY_BUCKETS,
+                               registry=self.registry)
+
+    def tool_label(self, tool: str | None) -> str:
+        if tool is None:
+            return "none"
+        return tool if tool in self.tools else "unknown"
+
+    def observe(self, decision: Decision) -> None:
+        log = decision.log
+        tool = self.tool_label(decision.tool)
+        error_class = str(decision.error_class) if decision.error_class else "none"
+        self.decisions.labels(tool, str(decision.route), error_class).inc()
+        tally: Tally[str] = Tally()
+        count(tally, log)
+        for counter, amount in tally.items():
+            if counter != "decisions" and amount:
+                self.outcomes.labels(tool, error_class, counter).inc(amount)
+
+    def watch(self, store: ReceiptStore) -> None:
+        """Report the store's queue and pending confirmations at each scrape."""
+        self.registry.register(QueueCollector(store))
+
+
+class QueueCollector(Collector):
+    def __init__(self, store: ReceiptStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily("callgate_review_queue_depth",
+                                  "Review items by status (resolved ones excluded)",
+                                  labels=["status"])
+        pending = GaugeMetricFamily("callgate_pending_confirmations",
+                                    "Writes waiting for a person's confirmation")
+        try:
+            items = self.store.list_reviews()
+            waiting = self.store.list_receipts(state=ReceiptState.AWAITING_CONFIRMATION,
+                                               limit=100_000)
+        except StoreError:
+            return  # readiness reports the store; a scrape still answers
+        statuses = Tally(str(item.status) for item in items)
+        for status in (ReviewStatus.OPEN, ReviewStatus.TAKEN):
+            depth.add_metric([str(status)], statuses.get(str(status), 0))
+        pending.add_metric([], len(waiting))
+        yield depth
+        yield pending
+
+
+class TimedStore:
+    """A receipt store whose every call is timed into ``callgate_store_seconds``."""
+
+    def __init__(self, store: ReceiptStore, histogram: Histogram) -> None:
+        self._store = store
+        self._histogram = histogram
+        self.url = store.url
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+        if not callable(method) or name.startswith("_"):
+            return method
+        observed = self._histogram.labels(name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                observed.observe(time.perf_counter() - started)
+
+        setattr(self, name, timed)  # made once per method
+        return timed

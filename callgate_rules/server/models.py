@@ -1,0 +1,198 @@
+"""The shapes of the decision API, as the OpenAPI document shows them.
+
+Request bodies forbid unknown fields (a misspelt ``request_id`` is an error, not silently
+a new request). The field names are the library's parameter names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.hosted import Step
+from callgate_rules.store.base import Receipt, ReviewItem
+
+ID = Field(min_length=1, max_length=200)
+ACTOR = Field(description="Who the call is for, as the host knows them (never taken from the "
+                          "model's output); fields the host's token pins must match")
+SESSION = Field(default=None, description="Facts about the session no argument can prove")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DecideRequest(Strict):
+    model_output: Any = Field(description="The model's tool call, in any format the library "
+                                          "accepts: an object, a list, or text")
+    actor: dict[str, Any] = ACTOR
+    request_id: str = Field(min_length=1, max_length=200,
+                            description="The user's request: the same call proposed twice "
+                                        "within it is one operation")
+    session: dict[str, Any] | None = SESSION
+    conversation: list[Any] | None = Field(
+        default=None, description="The messages that led to the call (OpenAI or Anthropic "
+                                  "format), from which every value's provenance is read")
+
+
+class ClaimRequest(Strict):
+    """Either the call (decided again, then claimed) or the ID of a stored operation."""
+
+    model_output: Any = Field(default=None, description="The call, as for /v1/decide")
+    operation_id: str | None = Field(default=None, min_length=1, max_length=200,
+                                     description="An operation the store already has")
+    actor: dict[str, Any] = ACTOR
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+    session: dict[str, Any] | None = SESSION
+    conversation: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def one_of(self) -> ClaimRequest:
+        if (self.model_output is None) == (self.operation_id is None):
+            raise ValueError("give either model_output (with request_id) or operation_id")
+        if self.model_output is not None and self.request_id is None:
+            raise ValueError("request_id is required with model_output")
+        return self
+
+
+class FailureReport(Strict):
+    sent: bool = Field(description="Could the request have reached the destination?")
+    detail: str = Field(default="", max_length=2000)
+    error_class: Literal["transient", "unknown_outcome", "permanent", "conflict"] | None = None
+    retry_after: float | None = Field(default=None, ge=0, le=3600)
+
+
+class FinishRequest(Strict):
+    operation_id: str = ID
+    lease: str = ID
+    actor: dict[str, Any] = ACTOR
+    session: dict[str, Any] | None = SESSION
+    result: Any = Field(default=None, description="The destination's answer, as it gave it")
+    failure: FailureReport | None = Field(default=None, description="Instead of a result")
+
+
+class ReconcileRequest(Strict):
+    operation_id: str = ID
+    lease: str = ID
+    actor: dict[str, Any] = ACTOR
+    session: dict[str, Any] | None = SESSION
+    found: Any = Field(default=None, description="What the destination holds under the "
+                                                 "operation ID; null when nothing")
+
+
+class ConfirmRequest(Strict):
+    confirmation_token: str = Field(min_length=1, max_length=4000)
+    actor: dict[str, Any] = ACTOR
+    confirmed_by: str = Field(min_length=1, max_length=200,
+                              description="The person who confirmed, as the host knows them")
+    session: dict[str, Any] | None = SESSION
+
+
+class ResolveRequest(Strict):
+    resolution: Literal["succeeded", "failed"]
+    note: str = Field(min_length=1, max_length=4000)
+
+
+class DecisionOut(BaseModel):
+    route: str
+    error_class: str | None
+    tool: str | None
+    contract_version: str | None
+    rule: str | None
+    agent_message: str
+    user_message: str
+    versions: dict[str, str]
+    candidates: list[dict[str, Any]]
+    warnings: list[dict[str, Any]]
+    operation_id: str | None
+    result: Any = None
+    draft: str | None
+    confirmation_token: str | None
+    limit_path: str | None
+    retry_after: float | None
+    review_id: str | None
+
+    @classmethod
+    def of(cls, decision: Decision) -> DecisionOut:
+        return cls(
+            route=str(decision.route),
+            error_class=str(decision.error_class) if decision.error_class else None,
+            tool=decision.tool, contract_version=decision.contract_version,
+            rule=decision.rule, agent_message=decision.agent_message,
+            user_message=decision.user_message, versions=dict(decision.versions),
+            candidates=[dict(c) for c in decision.candidates],
+            warnings=[dict(w.__dict__) for w in decision.warnings],
+            operation_id=decision.operation_id, result=decision.result, draft=decision.draft,
+            confirmation_token=decision.confirmation_token, limit_path=decision.limit_path,
+            retry_after=decision.retry_after,
+            review_id=decision.extra.get("review_id") if decision.extra else None)
+
+
+class StepOut(BaseModel):
+    action: Literal["execute", "reconcile", "retry", "done"] = Field(
+        description="execute: send it now under operation_id before deadline; reconcile: ask "
+                    "the destination what it holds under operation_id and report it; retry: "
+                    "claim again after retry_after; done: the decision says how it ended")
+    operation_id: str
+    lease: str | None
+    lease_expires_at: datetime | None
+    deadline: datetime | None
+    retry_after: float | None
+    arguments: dict[str, Any] | None
+    decision: DecisionOut | None
+
+    @classmethod
+    def of(cls, step: Step) -> StepOut:
+        return cls(action=step.action.value, operation_id=step.operation_id, lease=step.lease,
+                   lease_expires_at=step.lease_expires_at, deadline=step.deadline,
+                   retry_after=step.retry_after,
+                   arguments=dict(step.arguments) if step.arguments is not None else None,
+                   decision=DecisionOut.of(step.decision) if step.decision else None)
+
+
+class PendingOut(BaseModel):
+    operation_id: str
+    tool: str
+    arguments: dict[str, Any]
+    actor: dict[str, Any]
+    draft: str | None
+    created_at: datetime
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> PendingOut:
+        return cls(operation_id=receipt.operation_id, tool=receipt.tool,
+                   arguments=dict(receipt.arguments), actor=dict(receipt.actor),
+                   draft=receipt.detail, created_at=receipt.created_at,
+                   expires_at=receipt.confirmation_expires_at)
+
+
+class ReviewOut(BaseModel):
+    review_id: str
+    tool: str
+    reason: str
+    summary: str
+    operation_id: str | None
+    payload: dict[str, Any]
+    status: str
+    created_at: datetime
+    taken_by: str | None
+    resolution: str | None
+    note: str | None
+    resolved_by: str | None
+
+    @classmethod
+    def of(cls, item: ReviewItem) -> ReviewOut:
+        return cls(review_id=item.review_id, tool=item.tool, reason=item.reason,
+                   summary=item.summary, operation_id=item.operation_id,
+                   payload=dict(item.payload), status=str(item.status),
+                   created_at=item.created_at, taken_by=item.taken_by,
+                   resolution=item.resolution, note=item.note, resolved_by=item.resolved_by)
+
+
+class Health(BaseModel):
+    status: str
+    detail: str = ""

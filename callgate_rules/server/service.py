@@ -1,0 +1,100 @@
+"""What one service instance holds: its settings, the hosted flow over the compiled
+documents and the receipt store, its metrics, and the bound on concurrent gate work."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+import anyio
+import anyio.to_thread
+
+from callgate_rules.documents.compiler import load
+from callgate_rules.documents.source import read_data_file
+from callgate_rules.errors import StoreError
+from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.integrations.identity import TokenVerifier
+from callgate_rules.integrations.telemetry import log_decision
+from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation
+from callgate_rules.server.metrics import Metrics, TimedStore
+from callgate_rules.server.problems import Problem
+from callgate_rules.server.users import Users
+from callgate_rules.store import open_store
+from callgate_rules.store.base import ReceiptStore, ReviewItem, ReviewStatus
+
+T = TypeVar("T")
+READINESS_PROBE = "callgate-readiness-probe"  # an operation ID no gate ever makes
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """How ``callgate serve`` runs; every field has the command-line option of its name."""
+
+    paths: tuple[str, ...] = ("contracts", "policies")
+    store: str = "sqlite:///callgate.sqlite3"
+    verifier: TokenVerifier | None = None  # None: no bearer tokens (loopback only)
+    users: Users | None = None  # who may sign in to the review page
+    secret: bytes | None = None  # confirmation tokens and page sessions across instances
+    world: str | None = None  # records for the look-ups (a world file), if any
+    max_body_bytes: int = 256 * 1024
+    request_timeout: float = 30.0
+    concurrency: int = 16  # gate calls running at once; more wait their turn
+    otel: str | None = None  # "console" or "otlp": export decision spans
+    secure_cookies: bool = False  # page cookies only over HTTPS
+
+
+class Service:
+    def __init__(self, settings: ServiceSettings, *,
+                 observers: tuple[Observer, ...] = ()) -> None:
+        self.settings = settings
+        config = load(settings.paths)
+        self.metrics = Metrics(config.contracts)
+        self.store = cast(ReceiptStore, TimedStore(open_store(settings.store),
+                                                   self.metrics.store))
+        self.metrics.watch(self.store)
+        self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
+                                   resolvers=_resolvers(settings.world),
+                                   observers=(self.metrics.observe, log_decision, *observers))
+        self.limiter = anyio.CapacityLimiter(settings.concurrency)
+
+    async def run(self, endpoint: str, work: Callable[[], T]) -> T:
+        """``work`` in a worker thread, timed under ``endpoint``. A request that runs out of
+        time is answered while its thread finishes: the receipt keeps what it did."""
+        started = time.perf_counter()
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self.limiter,
+                                                  abandon_on_cancel=True)
+        finally:
+            self.metrics.requests.labels(endpoint).observe(time.perf_counter() - started)
+
+    def resolve(self, review_id: str, resolution: str, note: str, by: str) -> ReviewItem:
+        """Close a review item; 404 for an unknown one, 409 for one already resolved."""
+        store = self.hosted.gate.store
+        item = next((i for i in store.list_reviews() if i.review_id == review_id), None)
+        if item is None:
+            raise UnknownOperation(f"no review item {review_id!r}")
+        if item.status == ReviewStatus.RESOLVED:
+            raise Problem(409, "Already resolved", f"review item {review_id!r} was resolved "
+                          f"by {item.resolved_by}")
+        return store.resolve_review(review_id, resolution=resolution, note=note, by=by,
+                                    now=self.hosted.gate.clock())
+
+    def ready(self) -> str | None:
+        """``None`` when the store answers, else why not."""
+        try:
+            self.store.get(READINESS_PROBE)
+        except StoreError as error:
+            return str(error)
+        return None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _resolvers(world: str | None) -> WorldResolvers | None:
+    """The look-ups' records from a world file, as ``callgate check --world`` reads one."""
+    if world is None:
+        return None
+    return WorldResolvers(check_world(read_data_file(world, "the world"), world))
