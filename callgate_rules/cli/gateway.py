@@ -1,9 +1,6 @@
-"""The MCP commands: ``gateway`` (callgate in front of an MCP server) and ``init
---from-mcp`` (draft contracts from an MCP server's tools).
-
-``init`` for now only imports an MCP server's tools; the plain project scaffold is a later
-issue's. Both need the ``gateway`` extra, imported only when one of them runs, so the other
-commands start without the MCP SDK.
+"""The MCP command ``gateway`` (callgate in front of an MCP server); ``init --from-mcp``
+is in ``init.py``. Both need the ``gateway`` extra, imported only when one of them runs
+(``require_gateway_extra``), so the other commands start without the MCP SDK.
 """
 
 from __future__ import annotations
@@ -14,19 +11,10 @@ from pathlib import Path
 
 import click
 
+from callgate_rules.cli.extras import require_gateway_extra
+from callgate_rules.cli.init import init
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
-
-EXTRA_HINT = "pip install 'callgate-rules[gateway]'"
-
-
-def _require_extra() -> None:
-    try:
-        import jwt  # noqa: F401
-        import mcp  # noqa: F401
-    except ImportError as error:
-        raise InputError(f"this command needs the gateway extra ({error.name} is missing): "
-                         f"{EXTRA_HINT}") from None
 
 
 def _address(text: str | None) -> tuple[str, int] | None:
@@ -66,7 +54,7 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
     place of the server; --http serves streamable HTTP with bearer tokens. Bad configuration
     stops it at start with one line per problem.
     """
-    _require_extra()
+    require_gateway_extra()
     from callgate_rules.gateway import GatewayConfigError, Settings, UpstreamSpec, run
     from callgate_rules.integrations.identity import identity_from_files, load_auth
 
@@ -95,36 +83,5 @@ def _default_paths() -> tuple[str, ...]:
     return paths
 
 
-@click.command("init")
-@click.argument("directory", default=".", type=click.Path(path_type=Path))
-@click.option("--from-mcp", "from_mcp", metavar='"CMD ARGS"',
-              help="Start this MCP server over stdio and draft a contract per tool.")
-@click.option("--from-mcp-url", "from_mcp_url", metavar="URL",
-              help="Reach this MCP server over streamable HTTP and draft a contract per tool.")
-@click.option("--owner", default="FILL-IN@example.com", show_default=True,
-              help="The owner written into every drafted document.")
-@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
-def init(directory: Path, from_mcp: str | None, from_mcp_url: str | None, owner: str,
-         force: bool) -> None:
-    """Draft documents in DIRECTORY from an MCP server's tools (--from-mcp or --from-mcp-url).
-
-    Writes contracts/NAME.yaml per tool (its description, its input schema with
-    `additionalProperties: false`, the effect from `readOnlyHint`, an example) and
-    policies/access.yaml, which denies everything until you add allow rules. The fields only
-    a person can decide say FILL-IN, and `callgate lint` points at each until it is filled.
-    """
-    if from_mcp is None and from_mcp_url is None:
-        raise InputError("callgate init needs --from-mcp \"CMD ARGS\" or --from-mcp-url URL "
-                         "(drafting a project without an MCP server is not there yet)")
-    _require_extra()
-    from callgate_rules.gateway.contracts import draft_from_mcp
-
-    written = draft_from_mcp(directory, command=from_mcp, url=from_mcp_url, owner=owner,
-                             force=force)
-    for path in written:
-        click.echo(f"wrote {path}")
-    click.echo(f"next: fill in every FILL-IN, then `callgate lint {directory / 'contracts'} "
-               f"{directory / 'policies'}`", err=True)
-
-
+# ``init`` is registered with the MCP command it grew out of until the group lists it.
 COMMANDS = (gateway, init)

@@ -293,6 +293,10 @@ def _print_coverage(report: Coverage) -> None:
         line = (f"  {report.routing_document}: {len(items) - len(missing)}/{len(items)} "
                 f"{label} produced")
         click.echo(line + (f"; never produced: {', '.join(missing)}" if missing else ""))
+    if report.left_out:
+        click.echo("  not counted, no case can produce them with these documents:")
+        for item, why in sorted(report.left_out.items()):
+            click.echo(f"    {item}: {why}")
     click.echo(f"  total: {report.percent:.1f}% ({report.covered}/{report.total})")
 
 

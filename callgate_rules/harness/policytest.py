@@ -25,7 +25,8 @@ A case is a scenario (see ``scenarios.py``) with the file's defaults; ``propose`
 ``expect`` is shorthand for one step. Coverage counts, per document, the business and
 access rules no case made fire, and the routes and error classes no case produced — including
 the ones the state machine passes through on the way (``retry``, ``reconcile``,
-``transient``, ``unknown_outcome``), read from each decision's trace.
+``transient``, ``unknown_outcome``), read from each decision's trace — out of those the
+declared tools can produce at all (``reachable.py``); the rest are listed with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text, read_text
 from callgate_rules.errors import InputError
+from callgate_rules.harness.reachable import reachable
 from callgate_rules.harness.scenarios import Scenario, ScenarioResult, _scenario
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -87,14 +89,22 @@ def _case(document: Any, file: Path, defaults: Mapping[str, Any]) -> Scenario:
                      file, defaults)
 
 
+_CLASS_NAMES = frozenset(str(error_class) for error_class in ErrorClass)
+
+
 @dataclass
 class Coverage:
-    """What the cases exercised, per document."""
+    """What the cases exercised, per document, out of what the tools can produce at all.
+
+    ``routes`` and ``error_classes`` hold the reachable ones (``reachable.py``) and any a
+    case produced; ``left_out`` names each other one with the reason it cannot happen.
+    """
 
     rules: dict[str, dict[str, bool]] = field(default_factory=dict)  # document → rule → fired
     routes: dict[str, bool] = field(default_factory=dict)
     error_classes: dict[str, bool] = field(default_factory=dict)
     routing_document: str = "RoutingTable (built-in defaults)"
+    left_out: dict[str, str] = field(default_factory=dict)  # "route X" → why it cannot happen
 
     @property
     def covered(self) -> int:
@@ -121,7 +131,13 @@ class Coverage:
                     "error_classes_not_produced": sorted(
                         c for c, hit in self.error_classes.items() if not hit)},
             },
+            "left_out": dict(sorted(self.left_out.items())),
         }
+
+    def produced(self, kind: dict[str, bool], name: str) -> None:
+        """A case produced ``name``: it counts, reachable or not."""
+        kind[name] = True
+        self.left_out.pop(f"{'route' if kind is self.routes else 'error class'} {name}", None)
 
 
 def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
@@ -131,8 +147,11 @@ def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
             report.rules[contract.document.key] = {rule.name: False for rule in contract.rules}
     for rule in config.policies.rules:
         report.rules.setdefault(rule.document.key, {})[rule.name] = False
-    report.routes = {str(route): False for route in Route}
-    report.error_classes = {str(error_class): False for error_class in ErrorClass}
+    possible = reachable(config)
+    report.routes = {str(route): False for route in Route if str(route) in possible.routes}
+    report.error_classes = {str(error_class): False for error_class in ErrorClass
+                            if str(error_class) in possible.error_classes}
+    report.left_out = dict(possible.left_out)
     if config.routing.document is not None:
         report.routing_document = config.routing.document.key
     access_keys = {rule.qualified_name: (rule.document.key, rule.name)
@@ -140,9 +159,9 @@ def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
     for result in results:
         for step in result.steps:
             decision = step.decision
-            report.routes[str(decision.route)] = True
+            report.produced(report.routes, str(decision.route))
             if decision.error_class is not None:
-                report.error_classes[str(decision.error_class)] = True
+                report.produced(report.error_classes, str(decision.error_class))
             decided = config.contracts.get(decision.tool or "")
             for entry in decision.trace:
                 if entry.step == "validate" and entry.subject.startswith("rule ") and decided:
@@ -153,14 +172,14 @@ def coverage(config: GateConfig, results: Iterable[ScenarioResult]) -> Coverage:
                         rules[name] = True
                 elif entry.step == "execute" and entry.subject == "send":
                     # the call passed the checks and went out: the execute route was taken
-                    report.routes[str(Route.EXECUTE)] = True
+                    report.produced(report.routes, str(Route.EXECUTE))
                     head = entry.result.split(":")[0]
-                    if head in report.error_classes:  # failed before or after sending
-                        report.error_classes[head] = True
+                    if head in _CLASS_NAMES:  # failed before or after sending
+                        report.produced(report.error_classes, head)
                 elif entry.step == "route" and entry.subject == "retry":
-                    report.routes[str(Route.RETRY)] = True
+                    report.produced(report.routes, str(Route.RETRY))
                 elif entry.step == "reconcile":
-                    report.routes[str(Route.RECONCILE)] = True
+                    report.produced(report.routes, str(Route.RECONCILE))
                 elif entry.step == "authorize" and entry.subject in access_keys:
                     if entry.result.split(" ")[0] in ("allow", "deny"):
                         document, name = access_keys[entry.subject]
