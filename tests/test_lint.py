@@ -345,7 +345,7 @@ def test_optional_field_without_has_is_a_warning(project: Any) -> None:
     text = CONTRACT.replace(RULE, '    - expression: ticket.closed_at == ""\n')
     project.write("contract.yaml", text)
     [finding] = project.run("contract.yaml")
-    assert summary([finding]) == [("contract.yaml", place(text, "ticket.closed_at")[0], 19,
+    assert summary([finding]) == [("contract.yaml", *place(text, "closed_at =="),
                                    "warning", "unguarded-optional-field")]
     assert "Write has(ticket.closed_at) && ..." in finding.message
 
@@ -457,13 +457,13 @@ def test_lint_json_output_parses_with_every_field(project: Any) -> None:
     result = CliRunner().invoke(main, ["lint", "--format", "json", str(project.root)])
     assert result.exit_code == 1, result.output
     findings = json.loads(result.stdout)
-    assert [(f["code"], f["severity"]) for f in findings] == [
-        ("unguarded-optional-field", "warning"), ("unknown-variable", "error")]
     line = place(text, "closed_status")[0]
+    assert [(f["code"], f["severity"], f["line"], f["column"]) for f in findings] == [
+        ("unknown-variable", "error", line, 19),  # the expression
+        ("unguarded-optional-field", "warning", *place(text, "closed_at =="))]  # the field
     for finding in findings:
         assert set(finding) == {"file", "line", "column", "severity", "code", "message"}
         assert finding["file"] == str(project.root / "contract.yaml")
-        assert (finding["line"], finding["column"]) == (line, 19)
         assert isinstance(finding["message"], str) and finding["message"]
 
 

@@ -1,5 +1,5 @@
 """How the type checker types CEL's macros: ``has``, the comprehensions (one and two
-variables), ``cel.bind``, ``sortBy``.
+variables), ``cel.bind``, ``sortBy``, the optionals' ``optMap`` and ``optFlatMap``.
 
 A comprehension binds its variables with the range's element types: over ``list(T)`` the
 variable is a ``T`` (with two variables, the index is an ``int``), over ``map(K, V)`` it is
@@ -20,7 +20,7 @@ _SHAPES: Mapping[str, tuple[tuple[int, int], ...]] = {
     "all": ((1, 1), (2, 1)), "exists": ((1, 1), (2, 1)), "exists_one": ((1, 1), (2, 1)),
     "existsOne": ((1, 1), (2, 1)), "filter": ((1, 1),), "map": ((1, 1), (1, 2)),
     "sortBy": ((1, 1),), "transformList": ((2, 1), (2, 2)), "transformMap": ((2, 1), (2, 2)),
-    "transformMapEntry": ((2, 1), (2, 2)),
+    "transformMapEntry": ((2, 1), (2, 2)), "optMap": ((1, 1),), "optFlatMap": ((1, 1),),
 }
 _PREDICATES = frozenset({"all", "exists", "exists_one", "existsOne"})
 
@@ -70,8 +70,7 @@ def _comprehension(host: MacroHost, node: syntax.Macro, scope: Mapping[str, Type
             inner[name] = type_
     results = [host.node_type(part, inner) for part in node.args[count:]]
     if len(results) == 2 or node.name in _PREDICATES or node.name == "filter":
-        condition, part = (results[0], node.args[count]) if node.name != "sortBy" \
-            else (t.BOOL, node.args[count])
+        condition, part = results[0], node.args[count]  # the predicate, or map's filter
         if not (condition.is_dyn or condition.kind == "bool"):
             host.report(part, "error", "not-a-condition",
                         f"the condition of {node.name} is {t.describe(condition)}, not a bool")
@@ -84,6 +83,8 @@ def _bound_types(host: MacroHost, node: syntax.Macro, range_type: Type,
     kind = range_type.kind
     if range_type.is_dyn:
         return [t.DYN] * count
+    if node.name in ("optMap", "optFlatMap"):
+        return [range_type.parameters[0] if kind == "optional_type" else t.DYN]
     if kind == "list":
         element = range_type.parameters[0]
         return [element] if count == 1 else [t.INT, element]
@@ -102,6 +103,10 @@ def _bound_types(host: MacroHost, node: syntax.Macro, range_type: Type,
 def _result(name: str, range_type: Type, bound: list[Type], last: Type) -> Type:
     if name in _PREDICATES:
         return t.BOOL
+    if name == "optMap":
+        return t.optional_of(last)
+    if name == "optFlatMap":
+        return last
     if name == "filter":
         return t.list_of(bound[0]) if range_type.kind != "list" else range_type
     if name == "sortBy":

@@ -10,7 +10,11 @@ from typing import Any
 
 from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.places import access_rule_paths, access_rule_places, item_paths
+from callgate_rules.cel import syntax
+from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression
+from callgate_rules.cel.library import FUNCTIONS
+from callgate_rules.cel.parser import parse as parse_cel
 from callgate_rules.cel.expression import Path as FieldPath
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Contract, Lookup
@@ -18,6 +22,8 @@ from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance"})
+# ``math`` in ``math.greatest(...)`` names a function's namespace, not a variable
+NAMESPACES = frozenset(name.split(".", 1)[0] for name in FUNCTIONS if "." in name)
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,8 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
     for contract in compilation.contracts.values():
         dropped = cascade.lookups.get(contract.name, frozenset())
         for place in contract_expressions(compilation, contract):
-            for name in sorted(place.expression.variables - place.allowed - dropped):
+            for name in sorted(place.expression.variables - place.allowed - dropped
+                               - NAMESPACES):
                 yield Finding(place.location, "error", "unknown-variable",
                               f"{contract.name} {place.label}: {name!r} is not defined here; "
                               f"known: {', '.join(sorted(place.allowed))}")
@@ -122,7 +129,7 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
     where = access_rule_places(compilation)
     for rule in compilation.access_rules:
         applies = [c for c in tools.values() if rule.applies_to(c.name)]
-        for name in sorted(rule.when.variables - BASE_VARIABLES):
+        for name in sorted(rule.when.variables - BASE_VARIABLES - NAMESPACES):
             if cascade.may_define_variable(rule.tools, name):
                 continue
             missing = [c.name for c in applies if name not in {lk.name for lk in c.lookups}]
@@ -166,9 +173,22 @@ def _guard_findings(label: str, place: ExpressionPlace,
         if unguarded is None:
             continue
         read = ".".join(unguarded)
-        yield Finding(place.location, "warning", "unguarded-optional-field",
+        yield Finding(_read_at(place, read), "warning", "unguarded-optional-field",
                       f"{label}: {read} is optional but read without has(); when it is "
                       f"absent the rule fails to evaluate. Write has({read}) && ...")
+
+
+def _read_at(place: ExpressionPlace, dotted_path: str) -> Location:
+    """Where the expression first reads ``dotted_path`` (its last field's name), else where
+    the expression starts."""
+    try:
+        tree = parse_cel(place.expression.source)
+    except CelSyntaxError:
+        return place.location
+    for node in syntax.walk(tree):
+        if isinstance(node, syntax.Select) and syntax.qualified_name(node) == dotted_path:
+            return place.source.locate_in_scalar(place.path, node.at.line, node.at.column)
+    return place.location
 
 
 def _first_unguarded(schema: Mapping[str, Any], path: FieldPath,
