@@ -13,9 +13,9 @@ from callgate_rules.authoring.lint.places import access_rule_paths, access_rule_
 from callgate_rules.cel import syntax
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression
+from callgate_rules.cel.expression import Path as FieldPath
 from callgate_rules.cel.library import FUNCTIONS
 from callgate_rules.cel.parser import parse as parse_cel
-from callgate_rules.cel.expression import Path as FieldPath
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Contract, Lookup
 from callgate_rules.documents.source import NodePath, SourceDocument
