@@ -191,8 +191,3 @@ class ReviewOut(BaseModel):
                    payload=dict(item.payload), status=str(item.status),
                    created_at=item.created_at, taken_by=item.taken_by,
                    resolution=item.resolution, note=item.note, resolved_by=item.resolved_by)
-
-
-class Health(BaseModel):
-    status: str
-    detail: str = ""

@@ -148,7 +148,9 @@ class RequestLimits:
             await self._answer(send, 413, "Body too large", f"the body may have at most "
                                f"{self.max_body_bytes} bytes")
             return
-        if scope.get("method") == "POST" and scope.get("path", "").startswith(self.json_prefix):
+        has_body = (length is not None and length != b"0") or b"transfer-encoding" in headers
+        if has_body and scope.get("method") == "POST" and \
+                scope.get("path", "").startswith(self.json_prefix):
             kind = headers.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
             if kind.lower() not in JSON_TYPES:
                 await self._answer(send, 415, "Unsupported media type",
