@@ -6,7 +6,7 @@ does), per ext/encoders.go and ``encoders_ext.textproto``.
 from __future__ import annotations
 
 import base64
-import binascii
+import re
 from typing import Any
 
 from callgate_rules.cel.errors import CelEvaluationError
@@ -21,15 +21,18 @@ def encode(data: Any) -> str:
     return base64.b64encode(bytes(value)).decode("ascii")
 
 
+# Go's StdEncoding (padded) or, failing that, RawStdEncoding (unpadded), as cel-go tries.
+_PADDED = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+_UNPADDED = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2,3})?")
+
+
 def decode(text: Any) -> bytes:
     (value,) = typed("base64.decode", (text,), ("string",))
-    if not value.isascii():
-        raise CelEvaluationError("base64.decode: illegal base64 data: non-ASCII character")
-    padded = value + "=" * (-len(value) % 4) if "=" not in value else value
-    try:
-        return base64.b64decode(padded, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise CelEvaluationError(f"base64.decode: illegal base64 data: {error}") from None
+    if _PADDED.fullmatch(value):
+        return base64.b64decode(value)
+    if _UNPADDED.fullmatch(value):
+        return base64.b64decode(value + "=" * (-len(value) % 4))
+    raise CelEvaluationError(f"base64.decode: illegal base64 data: {value[:40]!r}")
 
 
 FUNCTIONS: tuple[Function, ...] = (

@@ -50,11 +50,15 @@ def _string_and_offset(
 
 def index_of(text: Any, fragment: Any, offset: Any = None) -> int:
     """The code-point index of the first ``fragment`` at or after ``offset`` (0), or -1.
-    An empty fragment is found at the offset; an offset outside the string is an error."""
+    An empty fragment is found at the offset; an offset outside the string is an error.
+    Without an offset, a fragment longer than the string is simply not found (so
+    ``''.indexOf('a')`` is -1, as ``''.lastIndexOf('@@')`` is in the conformance file)."""
     value, part, start = _string_and_offset("indexOf", text, fragment, offset)
     start = 0 if offset is None else start
     if part == "":
         return start
+    if offset is None and len(part) > len(value):
+        return -1
     if start < 0 or start >= len(value):
         raise _out_of_range(start)
     return value.find(part, start)
@@ -67,6 +71,8 @@ def last_index_of(text: Any, fragment: Any, offset: Any = None) -> int:
     if offset is None:
         if part == "":
             return len(value)
+        if len(part) > len(value):
+            return -1
         last = len(value) - 1
     if part == "":
         return last
