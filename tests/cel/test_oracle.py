@@ -116,9 +116,9 @@ def agree(name: str, member: bool, *arguments: Any) -> None:
         return
     if found == expected and (found is ERROR) == (expected is ERROR):
         return
-    for function, when, why in DEPARTURES:
+    for function, when, _why in DEPARTURES:
         if function == name and when(*arguments):
-            return  # cel-go's answer (``why``), which the libraries give
+            return  # the libraries give cel-go's answer (see _why)
     raise AssertionError(f"{expression_of(name, member, arguments)}: callgate {found!r}, "
                          f"cel-expr-python {expected!r}")
 
