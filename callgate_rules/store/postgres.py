@@ -264,6 +264,16 @@ class PostgresStore(SqlReceiptStore):
 
     _read = _write  # a read in a transaction of its own sees one snapshot
 
+    @contextmanager
+    def _statement(self) -> Iterator[PsycopgCursor[Any]]:
+        # The pool's connections are in autocommit: no BEGIN, no COMMIT round trip.
+        with (
+            self._errors_as_store_errors(),
+            self._pool.connection() as connection,
+            connection.cursor() as cursor,
+        ):
+            yield cursor
+
     def _migrate(self, connection: Connection[Any]) -> list[int]:
         applied = []
         with connection.transaction():

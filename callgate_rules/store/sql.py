@@ -28,6 +28,7 @@ A dialect subclass (``SqliteStore``, ``PostgresStore``) supplies only what diffe
 
 from __future__ import annotations
 
+import json
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -76,7 +77,15 @@ class SqlReceiptStore(ABC):
     ) -> Claim:
         now = as_utc(now)
         parameters = {**_operation_parameters(op), **self._lease(worker, lease, now)}
-        # A receipt purged between the INSERT and the SELECT sends us round once more.
+        # The common case, a new operation ID, is one statement committed on its own; the
+        # primary key decides, so a concurrent claim of the same ID finds the row below.
+        with self._statement() as cursor:
+            execute(cursor, self._sql.insert_new_claim, parameters)
+            is_new = cursor.rowcount == 1
+        if is_new:
+            return Claim(ClaimOutcome.CLAIMED, self._new_claim(op, parameters))
+        # The ID exists: decide under the row lock. A receipt purged between the INSERT and
+        # the SELECT sends us round once more.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
                 created = self._written(cursor, self._sql.insert_claimed, parameters)
@@ -95,8 +104,7 @@ class SqlReceiptStore(ABC):
     def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
         now = as_utc(now)
         parameters = {"operation_id": operation_id, **self._lease(worker, lease, now)}
-        with self._write() as cursor:
-            renewed = self._written(cursor, self._sql.renew, parameters)
+        renewed = self._write_one(self._sql.renew, parameters)
         if renewed is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
         return self._receipt(renewed)
@@ -119,8 +127,7 @@ class SqlReceiptStore(ABC):
             "result": None if result is None else canonical_json(result),
             "error_class": error_class, "detail": detail, "now": stored_now,
         }
-        with self._write() as cursor:
-            finished = self._written(cursor, self._sql.finish, parameters)
+        finished = self._write_one(self._sql.finish, parameters)
         if finished is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
         return self._receipt(finished)
@@ -258,6 +265,11 @@ class SqlReceiptStore(ABC):
     def _read(self) -> AbstractContextManager[Cursor]:
         """A cursor for reading one consistent answer."""
 
+    def _statement(self) -> AbstractContextManager[Cursor]:
+        """A cursor whose every statement is a transaction of its own (autocommit): one
+        round trip and one durable commit for a write that needs nothing else."""
+        return self._write()
+
     @abstractmethod
     def _take_oldest_open_review(
         self, cursor: Cursor, parameters: Mapping[str, Any]
@@ -308,12 +320,39 @@ class SqlReceiptStore(ABC):
         """
         execute(cursor, write.statement, parameters)
         if self._sql.returns_rows:
-            row: Row | None = cursor.fetchone()
-            return row
+            # Read to the end: SQLite commits an autocommitted statement once it is done.
+            rows = cursor.fetchall()
+            return rows[0] if rows else None
         if cursor.rowcount != 1:
             return None
         execute(cursor, write.refetch, parameters)
         return _required(cursor.fetchone())
+
+    def _write_one(self, write: Write, parameters: Mapping[str, Any]) -> Row | None:
+        """``write`` on its own: with ``RETURNING`` one autocommitted statement, else in a
+        transaction that reads the row back."""
+        with self._statement() if self._sql.returns_rows else self._write() as cursor:
+            return self._written(cursor, write, parameters)
+
+    def _new_claim(self, op: NewOperation, parameters: Mapping[str, Any]) -> Receipt:
+        """The receipt ``insert_new_claim`` just created, from the row's own parameters
+        (JSON and instants as a read gives them back), without reading it."""
+        created, lease_expires_at = parameters["now"], parameters["lease_expires_at"]
+        return Receipt(
+            operation_id=op.operation_id,
+            state=ReceiptState.CLAIMED,
+            request_id=op.request_id,
+            tool=op.tool,
+            contract_version=op.contract_version,
+            args_hash=op.args_hash,
+            arguments=json.loads(parameters["arguments"]),
+            actor=json.loads(parameters["actor"]),
+            created_at=self._time_value(created),
+            updated_at=self._time_value(created),
+            lease_owner=parameters["worker"],
+            lease_expires_at=self._time_value(lease_expires_at),
+            attempts=1,
+        )
 
     def _existing(self, cursor: Cursor, statement: Query, op: NewOperation) -> Receipt | None:
         """The receipt ``op`` collided with, read with ``statement``; None if it is gone.

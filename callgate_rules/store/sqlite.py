@@ -1,10 +1,12 @@
 """The receipt store in one SQLite file, shared by threads and processes on one machine.
 
 The receipt protocol is ``store.sql``'s; this module holds SQLite's dialect and connections.
-Every write runs in a ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock
-before reading, so deciding from a row and changing it is one atomic step across threads and
-processes (the busy timeout makes the others wait instead of failing), and no row needs a lock
-of its own. WAL mode lets readers go on while a writer works. ``synchronous=FULL`` because a
+Every write that decides from what it reads runs in a ``BEGIN IMMEDIATE`` transaction: it
+takes the database's write lock before reading, so deciding from a row and changing it is one
+atomic step across threads and processes (the busy timeout makes the others wait instead of
+failing), and no row needs a lock of its own. A write that is one statement (a new claim, a
+finish, a renewal, whose ``WHERE`` clause is the guarantee) is committed on its own. WAL
+mode lets readers go on while a writer works. ``synchronous=FULL`` because a
 claim lost on power failure could let a write run twice.
 
 Times are stored as fixed-width ISO 8601 text in UTC, which sorts and compares as text the
@@ -20,6 +22,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -89,9 +92,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-# INSERT ... ON CONFLICT DO NOTHING arrived in SQLite 3.24 (2018). RETURNING (3.35) is not
-# relied on: a written row is read back by its key inside the same transaction.
+# INSERT ... ON CONFLICT DO NOTHING arrived in SQLite 3.24 (2018). Before RETURNING (3.35,
+# with its early fixes in 3.35.5) a written row is read back by its key inside the same
+# transaction; with it, a write that needs nothing else is one autocommitted statement.
 MINIMUM_SQLITE = (3, 24, 0)
+RETURNING_SQLITE = (3, 35, 5)
 
 SQLITE = Dialect(
     placeholder="?",
@@ -99,6 +104,7 @@ SQLITE = Dialect(
     row_lock="",  # BEGIN IMMEDIATE holds the write lock on the whole file already
     returning="",
 )
+SQLITE_RETURNING = replace(SQLITE, returning=" RETURNING *")
 
 OLDEST_OPEN_REVIEW = render(
     """
@@ -130,7 +136,9 @@ class SqliteStore(SqlReceiptStore):
     processes open their own store on the same file.
     """
 
-    _sql = Statements(SQLITE)
+    _sql = Statements(
+        SQLITE_RETURNING if sqlite3.sqlite_version_info >= RETURNING_SQLITE else SQLITE
+    )
     _driver_error = sqlite3.Error
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
@@ -258,6 +266,13 @@ class SqliteStore(SqlReceiptStore):
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def _statement(self) -> Iterator[sqlite3.Cursor]:
+        # No BEGIN: each statement takes the write lock (waiting out the busy timeout) and
+        # commits, durably, when it is done.
+        with self._errors_as_store_errors():
+            yield self._connection().cursor()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Cursor]:

@@ -203,6 +203,9 @@ class Statements:
             return Write(render(template + dialect.returning, dialect), self.select_review)
 
         self.insert_claimed = receipt_write(INSERT_CLAIMED)
+        # A new claim's row is its own parameters: whether it was created (the row count)
+        # is all there is to learn, in one statement committed on its own.
+        self.insert_new_claim = render(INSERT_CLAIMED, dialect)
         self.take_over = receipt_write(TAKE_OVER)
         self.renew = receipt_write(RENEW)
         self.finish = receipt_write(FINISH)

@@ -1,0 +1,231 @@
+"""The durable write path: ``Gate.handle`` executed writes per second next to the floor.
+
+The floor is the minimal durable equivalent written by hand, on the same server (or the
+same SQLite file settings: WAL, ``synchronous=FULL``) and the same table: per operation, a
+claim row inserted and committed, then updated to ``succeeded`` and committed — two
+statements, two durable commits, nothing else. ``Gate.handle`` does all seven steps for
+the reference createFollowUp call (decide, claim, execute with a no-op executor, record),
+so the ratio is what the gate costs on top of the two commits it must make anyway.
+
+Workers are separate processes (``spawn``), each with its own gate or connection, started
+together; each cell runs for ``--seconds`` after all its workers are ready. Prints writes
+per second for both and the ratio against the targets (PostgreSQL at 16 workers ≥ 50%,
+SQLite single-process ≥ 70%).
+
+    python benchmarks/write_path_benchmark.py [--seconds 3] [--workers 1,4,16] [--quick]
+
+PostgreSQL is measured when CALLGATE_BENCH_POSTGRES_URL (or CALLGATE_TEST_POSTGRES_URL) is
+set; it works in a schema of its own and drops it afterwards. ``--quick`` runs one second
+per cell at 1 and 4 workers: a smoke check, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SPAWN = multiprocessing.get_context("spawn")
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+ACTOR = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"]}
+ARGUMENTS = {"ticketId": "T-1001", "assigneeId": "U-7", "dueAt": "2026-12-15T09:00:00Z"}
+CALL = {"name": "createFollowUp", "arguments": ARGUMENTS}
+TARGETS = {("postgres", 16): 0.5, ("sqlite", 1): 0.7}
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "sqlite" or "postgres"
+    location: str  # a file path or a libpq URL
+    schema: str | None = None
+
+    def store_url(self) -> str:
+        if self.kind == "sqlite":
+            return f"sqlite:///{self.location}"
+        separator = "&" if "?" in self.location else "?"
+        return f"{self.location}{separator}schema={self.schema}"
+
+
+# The floor: two hand-written durable commits per operation -----------------------------------
+
+INSERT = (
+    "INSERT INTO callgate_receipts (operation_id, state, request_id, tool, contract_version, "
+    "args_hash, arguments, actor, lease_owner, lease_expires_at, attempts, created_at, "
+    "updated_at) VALUES ({p}, 'claimed', {p}, 'createFollowUp', '1', {p}, {p}{json}, "
+    "{p}{json}, {p}, {p}, 1, {p}, {p}) ON CONFLICT (operation_id) DO NOTHING"
+)
+UPDATE = (
+    "UPDATE callgate_receipts SET state = 'succeeded', result = {p}{json}, lease_owner = NULL, "
+    "lease_expires_at = NULL, updated_at = {p} WHERE operation_id = {p}"
+)
+
+
+def floor_operations(target: Target, worker: str) -> Callable[[int], None]:
+    """One operation of the floor: insert + commit, update + commit (autocommit each)."""
+    arguments, actor = json.dumps(ARGUMENTS), json.dumps(ACTOR)
+    if target.kind == "sqlite":
+        connection: Any = sqlite3.connect(target.location, isolation_level=None, timeout=30)
+        connection.execute("PRAGMA synchronous=FULL")  # the store's settings (WAL is the file's)
+        insert, update = INSERT.format(p="?", json=""), UPDATE.format(p="?", json="")
+        stamp: Any = NOW.isoformat()
+    else:
+        import psycopg
+
+        connection = psycopg.connect(target.location, autocommit=True)
+        connection.execute(f'SET search_path TO "{target.schema}"')
+        insert = INSERT.format(p="%s", json="::jsonb")
+        update = UPDATE.format(p="%s", json="::jsonb")
+        stamp = NOW
+
+    def operation(number: int) -> None:
+        operation_id = f"floor-{worker}-{number}"
+        connection.execute(insert, (operation_id, operation_id, "hash", arguments, actor,
+                                    worker, stamp, stamp, stamp))
+        connection.execute(update, ('{"id": "F-1"}', stamp, operation_id))
+
+    return operation
+
+
+# The gate: Gate.handle with a no-op destination ------------------------------------------------
+
+def gate_operations(target: Target, worker: str) -> Callable[[int], None]:
+    import yaml
+
+    from callgate_rules import Gate, WorldResolvers, open_store
+
+    world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
+    gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
+                           resolvers=WorldResolvers(world),
+                           executors={"createFollowUp": lambda request: {"id": "F-1",
+                                                                   **request.arguments}},
+                           store=open_store(target.store_url()), clock=lambda: NOW,
+                           worker=worker)
+    gate.check(CALL, actor=ACTOR)  # compile the plan before the clock starts
+
+    def operation(number: int) -> None:
+        decision = gate.handle(CALL, actor=ACTOR, request_id=f"gate-{worker}-{number}")
+        if decision.log.get("receipt_state") != "succeeded":
+            raise RuntimeError(f"the write was not executed: {decision.log}")
+
+    return operation
+
+
+KINDS = {"floor": floor_operations, "gate": gate_operations}
+
+
+def run_worker(kind: str, target: Target, worker: str, seconds: float, ready: Barrier,
+               counts: Queue[int]) -> None:
+    sys.path.insert(0, str(REPO))
+    try:
+        operation = KINDS[kind](target, worker)
+        ready.wait()
+        deadline = time.monotonic() + seconds
+        done = 0
+        while time.monotonic() < deadline:
+            operation(done)
+            done += 1
+    except BaseException:
+        counts.put(-1)  # the parent stops waiting; the traceback is on stderr
+        ready.abort()
+        raise
+    counts.put(done)
+
+
+def measure(kind: str, target: Target, workers: int, seconds: float) -> float:
+    ready = SPAWN.Barrier(workers)
+    counts: Queue[int] = SPAWN.Queue()
+    run = uuid.uuid4().hex[:6]
+    processes = [
+        SPAWN.Process(target=run_worker,
+                      args=(kind, target, f"{kind}{n}-{run}", seconds, ready, counts))
+        for n in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    done = [counts.get(timeout=seconds + 180) for _ in processes]
+    for process in processes:
+        process.join()
+    if min(done) < 0:
+        raise SystemExit(f"a {kind} worker failed (see above)")
+    return sum(done) / seconds
+
+
+def prepare(target: Target) -> None:
+    """Create the store's tables (the floor writes into the same table)."""
+    from callgate_rules import open_store
+
+    open_store(target.store_url()).close()
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+            sql.Identifier(schema)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each cell")
+    parser.add_argument("--workers", default="1,4,16", help="comma-separated worker counts")
+    parser.add_argument("--quick", action="store_true", help="1 s cells at 1 and 4 workers")
+    parser.add_argument("--only", choices=("sqlite", "postgres"), help="measure one store")
+    options = parser.parse_args()
+    if options.quick:
+        options.seconds, options.workers = 1.0, "1,4"
+    worker_counts = [int(count) for count in options.workers.split(",")]
+    postgres_url = os.environ.get("CALLGATE_BENCH_POSTGRES_URL") or os.environ.get(
+        "CALLGATE_TEST_POSTGRES_URL")
+
+    rows: list[tuple[str, int, float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="callgate-write-bench-") as directory:
+        if options.only != "postgres":
+            for workers in worker_counts:
+                target = Target("sqlite", os.path.join(directory, f"receipts-{workers}.db"))
+                prepare(target)
+                floor = measure("floor", target, workers, options.seconds)
+                gate = measure("gate", target, workers, options.seconds)
+                rows.append(("sqlite", workers, floor, gate))
+    if postgres_url and options.only != "sqlite":
+        schema = f"callgate_wbench_{uuid.uuid4().hex[:8]}"
+        target = Target("postgres", postgres_url, schema)
+        try:
+            prepare(target)
+            for workers in worker_counts:
+                floor = measure("floor", target, workers, options.seconds)
+                gate = measure("gate", target, workers, options.seconds)
+                rows.append(("postgres", workers, floor, gate))
+        finally:
+            drop_schema(postgres_url, schema)
+
+    print(f"executed writes per second; workers are processes, {options.seconds:g} s per "
+          f"cell, {os.cpu_count()} CPUs, SQLite {sqlite3.sqlite_version} (WAL, "
+          f"synchronous=FULL) in {tempfile.gettempdir()}")
+    print(f"{'store':>9} {'workers':>7} {'floor/s':>9} {'handle/s':>9} {'ratio':>6}  target")
+    for kind, workers, floor, gate in rows:
+        wanted = TARGETS.get((kind, workers))
+        verdict = "" if wanted is None else (
+            f"≥ {wanted:.0%} {'met' if gate / floor >= wanted else 'MISSED'}")
+        print(f"{kind:>9} {workers:>7} {floor:9.0f} {gate:9.0f} {gate / floor:6.0%}  {verdict}")
+    if not postgres_url and options.only != "sqlite":
+        print("PostgreSQL skipped: set CALLGATE_BENCH_POSTGRES_URL or CALLGATE_TEST_POSTGRES_URL")
+
+
+if __name__ == "__main__":
+    main()
