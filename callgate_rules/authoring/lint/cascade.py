@@ -69,7 +69,7 @@ def broken(compilation: Compilation) -> Broken:
             elif name not in compilation.contracts:
                 tools.add(name)
         elif kind == "AccessPolicy" and _has_errors(source, errors):
-            dropped = _dropped_rule_tools(compilation, source)
+            dropped = _dropped_rule_tools(compilation, source, errors)
             if dropped is None:
                 policies = True
             policy_tools |= dropped or set()
@@ -104,25 +104,26 @@ def _kind_and_name(source: SourceDocument) -> tuple[object, str | None]:
     return data.get("kind"), name if isinstance(name, str) else None
 
 
-def _has_errors(source: SourceDocument, errors: list[Finding]) -> bool:
+def _has_errors(source: SourceDocument, errors: list[Finding],
+                codes: tuple[str, ...] | None = None) -> bool:
+    """Whether one of ``errors`` (of one of ``codes``) is inside the document."""
     lines = [line for line, _ in source.places.values()]
     first, last = min(lines, default=0), max(lines, default=0)
     return any(f.location.path == source.path and first <= f.location.line <= last
-               for f in errors)
+               and (codes is None or f.code in codes) for f in errors)
 
 
-def _dropped_rule_tools(compilation: Compilation, source: SourceDocument) -> set[str] | None:
-    """The tools named by this AccessPolicy's rules that did not compile; ``None`` when the
-    whole document did not (none of its rules compiled)."""
-    rules = source.data.get("spec", {}).get("rules") if isinstance(
-        source.data.get("spec"), Mapping) else None
-    if not isinstance(rules, list):
+def _dropped_rule_tools(compilation: Compilation, source: SourceDocument,
+                        errors: list[Finding]) -> set[str] | None:
+    """The tools named by this AccessPolicy's rules that did not compile (a CEL error);
+    ``None`` when the document as a whole did not (it does not match its schema)."""
+    spec = source.data.get("spec")
+    rules = spec.get("rules") if isinstance(spec, Mapping) else None
+    if not isinstance(rules, list) or _has_errors(source, errors, ("schema", "yaml")):
         return None
     compiled = {rule.location for rule in compilation.access_rules}
     dropped = [rule for index, rule in enumerate(rules)
                if source.locate(("spec", "rules", index)) not in compiled]
-    if len(dropped) == len(rules):
-        return None
     return {str(tool) for rule in dropped if isinstance(rule, Mapping)
             for tool in rule.get("tools", ()) or ()}
 

@@ -173,12 +173,12 @@ def _guard_findings(label: str, place: ExpressionPlace,
         if unguarded is None:
             continue
         read = ".".join(unguarded)
-        yield Finding(_read_at(place, read), "warning", "unguarded-optional-field",
+        yield Finding(read_at(place, read), "warning", "unguarded-optional-field",
                       f"{label}: {read} is optional but read without has(); when it is "
                       f"absent the rule fails to evaluate. Write has({read}) && ...")
 
 
-def _read_at(place: ExpressionPlace, dotted_path: str) -> Location:
+def read_at(place: ExpressionPlace, dotted_path: str) -> Location:
     """Where the expression first reads ``dotted_path`` (its last field's name), else where
     the expression starts."""
     try:

@@ -16,7 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from callgate_rules.authoring.lint.expressions import access_expressions, contract_expressions
+from callgate_rules.authoring.lint.expressions import (
+    access_expressions,
+    contract_expressions,
+    read_at,
+)
 from callgate_rules.authoring.lint.places import item_paths
 from callgate_rules.documents.compiler import Compilation, Finding, dotted
 from callgate_rules.documents.source import NodePath, SourceDocument
@@ -125,7 +129,7 @@ def check_undeclared_schemas(compilation: Compilation) -> Iterator[Finding]:
             else:
                 continue
             read.setdefault(subject, set()).add(f"{path[0]}.{path[1]}")
-            first.setdefault(subject, place.location)
+            first.setdefault(subject, read_at(place, f"{path[0]}.{path[1]}"))
     for subject, fields in sorted(read.items()):
         where = ("spec.actor of an AccessPolicy" if subject == "actor" else
                  "spec.session of an AccessPolicy" if subject == "session" else
