@@ -27,6 +27,7 @@ def call(name: str, *arguments: Any) -> Any:
     ("sum", ([1.5, 2.5],), 4.0),
     ("sum", ([timedelta(seconds=1), timedelta(seconds=2)],), timedelta(seconds=3)),
     ("sum", ([],), 0),
+    ("sum", ([1, 2.5, UInt(3)],), 6.5),  # JSON numbers: mixed ints and doubles sum as doubles
     ("min", ([3, 1, 2],), 1),
     ("max", (["a", "c", "b"],), "c"),
     ("min", ([2, 1.5],), 1.5),

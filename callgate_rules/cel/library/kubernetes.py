@@ -50,10 +50,17 @@ def is_sorted(items: Any) -> bool:
 
 
 def total(items: Any) -> Any:
-    """The sum of a list of ints, uints, doubles or durations; 0 for an empty list."""
+    """The sum of a list of ints, uints, doubles or durations; 0 for an empty list.
+
+    callgate's one departure from Kubernetes: a list mixing ints and doubles, as JSON
+    numbers arrive (``[1, 2.5]``), sums as doubles, so it decides as ``[1.0, 2.5]`` does;
+    Kubernetes (and CEL's ``+``) refuse int plus double."""
     values = _list("sum", items)
     if not values:
         return 0
+    kinds = {kind(value) for value in values}
+    if "double" in kinds and kinds <= {"int", "uint", "double"}:
+        values = [float(value) for value in values]
     result = values[0]
     if kind(result) not in _SUMMABLE:
         raise no_overload("sum", items)
