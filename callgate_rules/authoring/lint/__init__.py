@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.declarations import (
     check_examples,
     check_routes,
@@ -106,7 +107,9 @@ def lint(
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(compilation))
-    findings += explained_by_traps(compilation.findings, findings)
+    cascade = broken(compilation)
+    findings += explained_by_traps(
+        [f for f in compilation.findings if not cascade.explains(f)], findings)
     if since is not None:
         findings.extend(version_findings(paths, since, allow_removed=allow_removed,
                                          current=compilation.sources))

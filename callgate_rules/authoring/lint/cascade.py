@@ -3,9 +3,10 @@
 A contract that does not compile is missing from the compilation, and the healthy files
 around it then look wrong: an access rule names an unknown tool, reads a variable nothing
 looks up; a broken AccessPolicy leaves every tool without an allow rule; a broken
-RoutingTable looks like no RoutingTable. ``Broken`` says what the documents that did not
-compile (or whole files that are not YAML) may have defined, and the checks that would
-report such a consequence ask it first: the root cause is the only finding.
+RoutingTable looks like no RoutingTable; a broken Definitions document leaves the rules
+using its names with unknown functions and variables. ``Broken`` says what the documents
+that did not compile (or whole files that are not YAML) may have defined, and the checks
+that would report such a consequence ask it first: the root cause is the only finding.
 
 A file that is not YAML is read with a lenient scan for its ``kind`` and
 ``metadata.name``; if even that finds nothing, it may have defined anything.
@@ -31,6 +32,21 @@ class Broken:
     policy_tools: frozenset[str] = frozenset()  # tools of access rules that did not compile
     routing: bool = False  # a RoutingTable did not compile (or may not have)
     lookups: Mapping[str, frozenset[str]] = field(default_factory=dict)  # tool → dropped
+    definitions: frozenset[str] = frozenset()  # names a broken Definitions document declares
+    any_definition: bool = False  # a broken file that may hold any definition
+
+    def may_define_name(self, name: str) -> bool:
+        """Whether ``name`` (a constant or a function) may be a definition that did not
+        compile."""
+        return self.any_definition or name in self.definitions
+
+    def explains(self, finding: Finding) -> bool:
+        """Whether a compiler finding in a healthy document is a consequence: a rule
+        calling a function that a broken Definitions document would have defined."""
+        if finding.code not in ("unknown-function", "wrong-arity", "cel-compile"):
+            return False
+        named = re.search(r"unknown function '([^']+)'", finding.message)
+        return named is not None and self.may_define_name(named.group(1))
 
     def may_define_tool(self, name: str) -> bool:
         return self.any_tool or name in self.tools
@@ -54,10 +70,13 @@ def broken(compilation: Compilation) -> Broken:
     tools: set[str] = set()
     policy_tools: set[str] = set()
     any_tool = policies = routing = False
+    definitions: set[str] = set()
+    any_definition = False
     for path in sorted({f.location.path for f in errors if f.code == "yaml"}):
         kinds, names = _scan(path)
         if not kinds or not kinds <= set(KINDS) | set(OTHER_KINDS):
-            any_tool = policies = routing = True
+            any_tool = policies = routing = any_definition = True
+        any_definition |= "Definitions" in kinds
         tools |= names if "ToolContract" in kinds else set()
         policies |= "AccessPolicy" in kinds
         routing |= "RoutingTable" in kinds
@@ -75,10 +94,23 @@ def broken(compilation: Compilation) -> Broken:
             policy_tools |= dropped or set()
         elif kind == "RoutingTable" and compilation.routing_source is None:
             routing = True
+        elif kind == "Definitions" and _has_errors(source, errors):
+            declared = _definition_names(source)
+            any_definition |= declared is None
+            definitions |= declared or set()
         elif kind not in (*KINDS, *OTHER_KINDS):
-            any_tool = policies = routing = True
+            any_tool = policies = routing = any_definition = True
     return Broken(frozenset(tools), any_tool, policies, frozenset(policy_tools), routing,
-                  _dropped_lookups(compilation))
+                  _dropped_lookups(compilation), frozenset(definitions), any_definition)
+
+
+def _definition_names(source: SourceDocument) -> set[str] | None:
+    """The names a Definitions document declares (``f(a, b)`` declares ``f``)."""
+    spec = source.data.get("spec")
+    declared = spec.get("definitions") if isinstance(spec, Mapping) else None
+    if not isinstance(declared, Mapping):
+        return None
+    return {str(key).split("(", 1)[0].strip() for key in declared}
 
 
 def _scan(path: str) -> tuple[set[str], set[str]]:

@@ -122,6 +122,8 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
         for place in contract_expressions(compilation, contract):
             for name in sorted(place.expression.variables - place.allowed - dropped
                                - NAMESPACES):
+                if cascade.may_define_name(name):
+                    continue
                 yield Finding(place.location, "error", "unknown-variable",
                               f"{contract.name} {place.label}: {name!r} is not defined here; "
                               f"known: {', '.join(sorted(place.allowed))}")
@@ -130,7 +132,7 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
     for rule in compilation.access_rules:
         applies = [c for c in tools.values() if rule.applies_to(c.name)]
         for name in sorted(rule.when.variables - BASE_VARIABLES - NAMESPACES):
-            if cascade.may_define_variable(rule.tools, name):
+            if cascade.may_define_variable(rule.tools, name) or cascade.may_define_name(name):
                 continue
             missing = [c.name for c in applies if name not in {lk.name for lk in c.lookups}]
             if not applies or len(missing) == len(applies):
