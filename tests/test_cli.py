@@ -325,8 +325,8 @@ def test_lint_exits_1_on_errors(run: Any, tmp_path: Path) -> None:
     assert result.stdout.splitlines() == [
         f"{broken}:1:1: warning no-routing-table no RoutingTable among the documents; the "
         "built-in default routes and budgets apply",
-        f"{broken}:9:57: error cel-syntax spec.rules[0].expression: CEL syntax error: "
-        "unexpected `&&` here",
+        f"{broken}:9:57: error cel-syntax spec.rules[0].expression: CEL syntax error at "
+        "1:39: found the end of the expression, expected an operand",
     ]
     assert result.stderr.strip() == "1 error(s), 1 warning(s)"
 

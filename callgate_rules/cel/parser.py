@@ -147,7 +147,8 @@ class _Parser:
             if kind != "space":
                 self.tokens.append(_Token(kind, match.group(), offset))
             offset = match.end()
-        self.tokens.append(_Token(_END, "", len(source)))
+        # "the end" is placed on the last token, after which something is missing
+        self.tokens.append(_Token(_END, "", self.tokens[-1].offset if self.tokens else 0))
 
     def peek(self, ahead: int = 0) -> _Token:
         return self.tokens[min(self.position + ahead, len(self.tokens) - 1)]

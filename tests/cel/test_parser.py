@@ -115,7 +115,7 @@ def test_macros_are_recognised_by_name_and_argument_count() -> None:
 
 
 @pytest.mark.parametrize(("source", "line", "column", "fragment"), [
-    ("1 +", 1, 4, "found the end of the expression, expected an operand"),
+    ("1 +", 1, 3, "found the end of the expression, expected an operand"),
     ("a.b.\n  (c)", 2, 3, "found `(`, expected a field name"),
     ("'abc", 1, 1, "not closed"),
     (r"'\q'", 1, 2, "invalid escape `\\q`"),
@@ -125,7 +125,7 @@ def test_macros_are_recognised_by_name_and_argument_count() -> None:
     ("has(a)", 1, 1, "has() takes a field selection"),
     ("9223372036854775808", 1, 1, "int64 range"),
     ("18446744073709551616u", 1, 1, "out of range"),
-    ("(1", 1, 3, "expected `)`"),
+    ("(1", 1, 2, "expected `)`"),
     ("1 2", 1, 3, "expected an operator or the end"),
     ("", 1, 1, "empty"),
     ("a # b", 1, 3, "unexpected character '#'"),

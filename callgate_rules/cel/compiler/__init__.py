@@ -1,59 +1,42 @@
-"""A compiler from CEL to Python, for the hot path of rule evaluation.
+"""A compiler from CEL to Python: the one way callgate evaluates CEL.
 
-``compile_tree`` takes the lark tree cel-python's parser produced and returns a plain
-function ``evaluate(variables) -> value``, or ``None`` when the expression uses something not
-covered here, in which case ``callgate_rules.cel.expression`` runs it on cel-python's
-interpreter. The function is generated Python source compiled once (see ``codegen``): no
-per-node dispatch, constants folded, literal regular expressions compiled once.
+``compile_program`` takes the tree ``callgate_rules.cel.parser`` made and returns a plain
+function ``evaluate(variables) -> value`` (and the code to inline it elsewhere): generated
+Python source compiled once (see ``codegen``), with no per-node dispatch, constants folded,
+literal regular expressions compiled once. There is no interpreter behind it: an expression
+that cannot be compiled (an unknown function, a wrong argument count, a message literal) is a
+``CelCompileError`` with its line:col, raised when the expression is loaded.
 
 Semantics
 ---------
-The reference is cel-python 0.5.0, the fallback, so that an expression means the same
-whichever backend runs it. Where cel-python and the CEL specification agree, so does this
-compiler, including every error: a missing key, an out-of-range index, int64 overflow,
-division or modulo by zero, ``no such overload`` for operands of the wrong types.
+The reference is the CEL specification and cel-go, checked against the cel-spec
+conformance files (``tests/cel/test_conformance.py``), including every error: a missing
+key, an out-of-range index, int64 and uint64 overflow, division or modulo by zero,
+``no such overload`` for operands of the wrong kinds.
 
-Where cel-python lets a Python operator leak through on operand types CEL has no overload
-for, the compiler raises the specification's error instead of inventing a value:
+- Numbers: ``int``, ``uint`` (``cel.values.UInt``) and ``double`` compare with each other
+  by value (``1 == 1.0``, ``1 < 1u``; the current spec's heterogeneous equality), but
+  arithmetic never mixes them (``1 + 1u`` and ``1.0 + 1`` are errors); ints are checked to
+  64 bits, uints to 0..2**64-1; double division is IEEE 754 (``-1.0/0.0`` is ``-inf``).
+- Bools are not numbers (``true == 1`` is false, ``true < 2`` an error); logic needs bools
+  (``1 && true`` is an error); ``&&``, ``||`` and ``?:`` absorb an error on the side that
+  does not decide, in macros too.
+- Strings are indexed by code point; ``'a' in 'abc'`` and ``'abc'[0]`` are errors.
+- Types are values: ``type(1) == int``, ``type(type) == type``, ``dyn(x)`` is ``x``.
+- Maps: literal keys are strings, ints, uints or bools, never repeated; ``has(a.b.c)`` is
+  false (not an error) when ``a.b`` is missing or not a map, as cel-python has it.
+- Timestamps are RFC 3339 texts from year 1 to 9999, to the microsecond (Python's
+  ``datetime`` has no nanoseconds: a text's digits past the sixth are dropped); durations
+  are Go duration texts within ±10,000 years; both print as cel-go prints them.
+- Optionals (cel-go's optionals library): ``a.?b`` and ``a[?k]`` are ``optional.of`` the
+  value or ``optional.none()``, a selection after one stays optional, ``[?x]`` and
+  ``{?k: v}`` include only present values.
+- Functions beyond the spec's core come from ``callgate_rules.cel.library`` (handed to the
+  compiler as ``functions``) and are called, not inlined.
 
-- ``1.0 + 1``, ``true + 1``, ``true == 1``, ``true < 2``, ``1.5 < true``: arithmetic never
-  mixes int and double, and bools are not numbers (cel-python refuses ``1 + 1.0`` and
-  ``1 == true`` but not these mirror images);
-- ``(0.5 + 0.5) == 1``: an error like ``d == 1`` (cel-python's double arithmetic yields a
-  plain Python float, which then compares with ints);
-- ``'a' % x``, ``true * 'a'``, ``duration * 2``, ``-duration``, ``'abc'[0]``, ``list[true]``,
-  ``list[-1]``, ``'a' in 'abc'``, ``[1].contains(1)``: no such overloads in CEL;
-- ``1 && true`` and ``[1].all(x, x)``: logic needs bools (cel-python returns the ``1``);
-- ``filter``/``exists_one`` predicates and ``?:`` tests must be bools (no truthiness), and
-  macros iterate lists and maps only (not strings);
-- map literal keys are strings, ints or bools (``{1.5: 'a'}`` and ``{null: 1}`` are errors);
-- ``int(true)``, ``int(null)``, ``double(null)``, ``bool(1)``, ``int(' 12')``,
-  ``int('0x10')``, ``duration(1)``: conversions the specification does not define;
-- duration results outside ±10,000 years, and ``int()`` of a double at the int64 limits.
-
-Where cel-python's answer is a deliberate choice rather than a leak, the compiler follows it:
-``has(a.b.c)`` is false (not an error) when ``a.b`` is missing or not a map; ``size(null)`` is
-0; timestamps parse as cel-python parses them and print as it prints them. Numbers are
-equal only to numbers of their own type (``1 == 1.0`` is an error; the current specification
-would say true) and order only against their own type, except that a double orders against
-an int (``1.5 < 2`` is true, ``2 < 1.5`` an error), exactly as cel-python answers.
-
-Where cel-python is plainly wrong or lacks a feature, the compiler follows the specification:
-double division is IEEE 754 (``-1.0/0.0`` is ``-inf``, ``0.0/0.0`` is NaN; cel-python says
-``inf`` for both); ``string(true)`` is ``"true"`` (cel-python: ``"True"``); an error inside
-``map``/``filter``/``exists_one`` is absorbed by an enclosing ``&&``/``||``/``?:`` like any
-other (cel-python lets it escape); ``[1] != null`` is true, the negation of ``[1] == null``
-(cel-python fails the former and answers the latter); the three-argument
-``map(x, filter, transform)`` works (cel-python always fails it);
-``('a' + 'b').contains('a')`` works (cel-python's concatenation loses the string type that
-carries ``contains``).
-
-Left to cel-python (``compile_tree`` returns ``None``): unsigned integers, ``type()`` and
-type names as values, protobuf messages and packages, ``.name`` root-scope names, the
-two-variable and ``reduce``/``min`` macros, functions cel-python lacks (``lowerAscii``),
-and calls with unexpected argument counts. Variables are looked up by plain name: an
-activation key with a dot in it (``{"a.b": 1}`` read as ``a.b``) is not resolved the way
-cel-python's qualified-name lookup does; callgate binds plain identifiers.
+Variables are looked up by plain name: an activation key with a dot in it (``{"a.b": 1}``
+read as ``a.b``) is not resolved the way cel-go's qualified-name lookup does; callgate binds
+plain identifiers.
 """
 
 from __future__ import annotations
@@ -64,14 +47,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from lark import Token, Tree
-
+from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import runtime
 from callgate_rules.cel.compiler.codegen import Program, generate
-from callgate_rules.cel.compiler.lowering import Unsupported, lower
+from callgate_rules.cel.compiler.lowering import Functions, lower
+from callgate_rules.cel.errors import CelCompileError
 
-__all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "compile_tree",
-           "python_source"]
+__all__ = ["FAILURES", "Compiled", "Functions", "Inline", "compile_program", "python_source"]
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
@@ -97,25 +79,19 @@ class Compiled:
     inline: Inline | None
 
 
-def compile_tree(tree: Tree[Token]) -> Evaluator | None:
-    """A Python function evaluating the parsed CEL expression ``tree``, or ``None`` when the
-    expression needs cel-python. Run-time failures raise ``CelEvaluationError``."""
-    compiled = compile_program(tree)
-    return compiled.evaluate if compiled is not None else None
-
-
-def compile_program(tree: Tree[Token]) -> Compiled | None:
-    """``compile_tree``, with the code to inline the expression where it allows that."""
-    program = _program(tree)
-    if program is None:
-        return None
+def compile_program(tree: syntax.Node, functions: Functions) -> Compiled:
+    """The Python function evaluating the parsed CEL expression ``tree`` (run-time failures
+    raise ``CelEvaluationError``), with the code to inline it where it allows that; raises
+    ``CelCompileError`` for an expression that cannot be compiled."""
+    program = _program(tree, functions)
     try:
         with warnings.catch_warnings():
             # "[1]['a']" draws a SyntaxWarning from CPython; in CEL it is a run-time error.
             warnings.simplefilter("ignore", SyntaxWarning)
             code = compile(program.source, "<cel>", "exec")
-    except (SyntaxError, RecursionError):
-        return None  # nesting beyond what CPython compiles: cel-python copes
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
+        raise CelCompileError(f"CEL error: the expression is too large to compile ({error})",
+                              1, 1) from None
     exec(code, program.namespace)
     inline = None
     if program.body is not None:
@@ -126,14 +102,10 @@ def compile_program(tree: Tree[Token]) -> Compiled | None:
     return Compiled(cast(Evaluator, program.namespace["evaluate"]), inline)
 
 
-def python_source(tree: Tree[Token]) -> str | None:
-    """The generated Python source for ``tree`` (for debugging), or ``None`` if unsupported."""
-    program = _program(tree)
-    return program.source if program is not None else None
+def python_source(tree: syntax.Node, functions: Functions) -> str:
+    """The generated Python source for ``tree`` (for debugging and tests)."""
+    return _program(tree, functions).source
 
 
-def _program(tree: Tree[Token]) -> Program | None:
-    try:
-        return generate(lower(tree))
-    except (Unsupported, RecursionError):
-        return None
+def _program(tree: syntax.Node, functions: Functions) -> Program:
+    return generate(lower(tree, functions))

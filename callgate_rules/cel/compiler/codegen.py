@@ -21,6 +21,8 @@ from typing import Any
 
 from callgate_rules.cel.compiler import runtime
 from callgate_rules.cel.compiler.ir import (
+    Apply,
+    Bind,
     Call,
     Compare,
     Comprehension,
@@ -40,6 +42,7 @@ from callgate_rules.cel.compiler.ir import (
     free_locals,
     variables_read,
 )
+from callgate_rules.cel.values import Optional
 
 _RUNTIME_NAMESPACE: dict[str, Any] = {
     **{f"_{name}": function for name, function in runtime.FUNCTIONS.items()},
@@ -57,6 +60,12 @@ _RUNTIME_NAMESPACE: dict[str, Any] = {
     "_has_field": runtime.has_field,
     "_make_map": runtime.make_map,
     "_iteration_range": runtime.iteration_range,
+    "_iteration_pairs": runtime.iteration_pairs,
+    "_make_list_with_optionals": runtime.make_list_with_optionals,
+    "_make_map_with_optionals": runtime.make_map_with_optionals,
+    "_optional_operand": runtime.optional_operand,
+    "_flat_map_result": runtime.flat_map_result,
+    "_Optional": Optional,
     "_not_bool": runtime.not_bool,
     "_no_overload": runtime.no_overload,
     "_logic_failure": runtime.logic_failure,
@@ -72,6 +81,9 @@ _SLOW_COMPARISONS = {
     ">": "_greater",
     ">=": "_greater_equal",
 }
+# Nesting of one generated expression before the rest moves into a helper function: each
+# level adds at most three brackets, and CPython's parser nests 200.
+_SPILL_DEPTH = 40
 # Literal types whose comparison can be inlined behind ``type(x) is T``.
 _INLINE_LITERAL_TYPES = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes"}
 
@@ -124,6 +136,7 @@ class _Generator:
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = dict(_RUNTIME_NAMESPACE)
         self.functions: list[_Function] = []
+        self.depth = 0  # how deeply the expression being generated nests
 
     def program(self, root: Node) -> Program:
         self.namespace["_NAMES"] = variables_read(root)
@@ -137,7 +150,7 @@ class _Generator:
         ]
         source = "\n\n".join(function.source() for function in [*self.functions, main])
         return Program(source + "\n", self.namespace,
-                       None if isinstance(root, Comprehension) else body)
+                       None if isinstance(root, Comprehension | Bind) else body)
 
     # Statements ------------------------------------------------------------------------------
 
@@ -147,6 +160,8 @@ class _Generator:
             return self.logic(node, function)
         if isinstance(node, Comprehension):
             return self.comprehension(node, function)
+        if isinstance(node, Bind):
+            return self.bind(node, function)
         if isinstance(node, Has) and _select_path(node.operand) is None:
             operand = self.expression(node.operand, function)
             return [
@@ -189,7 +204,12 @@ class _Generator:
 
     def comprehension(self, node: Comprehension, function: _Function) -> list[str]:
         variable = node.variable
-        loop = f"for {variable} in _iteration_range({self.expression(node.range, function)}):"
+        range_value = self.expression(node.range, function)
+        if node.variable2 is not None:
+            loop = (f"for {variable}, {node.variable2} in "
+                    f"_iteration_pairs({range_value}):")
+        else:
+            loop = f"for {variable} in _iteration_range({range_value}):"
         predicate = (
             self.expression(node.predicate, function) if node.predicate is not None else None
         )
@@ -227,7 +247,8 @@ class _Generator:
         if element is None:
             assert node.transform is not None
             element = self.expression(node.transform, function)
-        lines = ["_result = []", loop]
+        mapping = node.macro in ("transformMap", "transformMapEntry")
+        lines = ["_result = {}" if mapping else "_result = []", loop]
         if predicate is not None:
             lines += [
                 f"    _outcome = {predicate}",
@@ -236,7 +257,33 @@ class _Generator:
                 "    if _outcome is not True:",
                 f"        _not_bool({node.macro!r}, _outcome)",
             ]
+        if node.macro == "transformMap":
+            return [*lines, f"    _result[{variable}] = {element}", "return _result"]
+        if node.macro == "transformMapEntry":
+            return [*lines, f"    _entry = {element}",
+                    "    if type(_entry) is not dict:",
+                    "        raise _no_overload('transformMapEntry', _entry)",
+                    "    for _key in _entry:",
+                    "        if _key in _result:",
+                    "            _fail(f'transformMapEntry: duplicate key {_key!r}')",
+                    "    _result.update(_entry)",
+                    "return _result"]
         return [*lines, f"    _result.append({element})", "return _result"]
+
+    def bind(self, node: Bind, function: _Function) -> list[str]:
+        init = self.expression(node.init, function)
+        if node.optional is None:
+            return [f"{node.variable} = {init}",
+                    f"return {self.expression(node.body, function)}"]
+        macro = "optMap" if node.optional == "map" else "optFlatMap"
+        lines = [f"_operand = _optional_operand({macro!r}, {init})",
+                 "if not _operand.present:",
+                 "    return _operand",
+                 f"{node.variable} = _operand.value"]
+        body = self.expression(node.body, function)
+        if node.optional == "map":
+            return [*lines, f"return _Optional({body}, True)"]
+        return [*lines, f"return _flat_map_result({body})"]
 
     def helper_call(self, node: Node, kind: str) -> str:
         """Move ``node`` into its own generated function; return the call expression."""
@@ -249,7 +296,22 @@ class _Generator:
     # Expressions -----------------------------------------------------------------------------
 
     def expression(self, node: Node, function: _Function) -> str:
-        """A Python expression (atomic or parenthesised) that evaluates ``node``."""
+        """A Python expression (atomic or parenthesised) that evaluates ``node``. Past
+        ``_SPILL_DEPTH`` levels of nesting the rest moves into a helper function, so the
+        generated code stays within what CPython's parser nests (200 brackets)."""
+        if self.depth >= _SPILL_DEPTH and not isinstance(node, Const | Var | Local | Fail):
+            self.depth, outer = 0, self.depth
+            try:
+                return self.helper_call(node, "part")
+            finally:
+                self.depth = outer
+        self.depth += 1
+        try:
+            return self.nested_expression(node, function)
+        finally:
+            self.depth -= 1
+
+    def nested_expression(self, node: Node, function: _Function) -> str:
         if isinstance(node, Const):
             return self.constant(node.value)
         if isinstance(node, Fail):
@@ -285,9 +347,23 @@ class _Generator:
         if isinstance(node, Call):
             arguments = [self.expression(argument, function) for argument in node.arguments]
             return f"_{node.function}({', '.join(arguments)})"
+        if isinstance(node, Apply):
+            arguments = [self.expression(argument, function) for argument in node.arguments]
+            return f"{self.constant(node.implementation)}({', '.join(arguments)})"
         if isinstance(node, ListLiteral):
-            return f"[{', '.join(self.expression(item, function) for item in node.items)}]"
+            items = [self.expression(item, function) for item in node.items]
+            if node.optional:
+                pairs = "".join(f"({number in node.optional}, {item}), "
+                                for number, item in enumerate(items))
+                return f"_make_list_with_optionals(({pairs}))"
+            return f"[{', '.join(items)}]"
         if isinstance(node, MapLiteral):
+            if node.optional:
+                triples = "".join(
+                    f"({number in node.optional}, {self.expression(key, function)}, "
+                    f"{self.expression(value, function)}), "
+                    for number, (key, value) in enumerate(node.entries))
+                return f"_make_map_with_optionals(({triples}))"
             entries = "".join(
                 f"({self.expression(key, function)}, {self.expression(value, function)}), "
                 for key, value in node.entries
@@ -295,6 +371,8 @@ class _Generator:
             return f"_make_map(({entries}))"
         if isinstance(node, Logic):
             return self.helper_call(node, "logic")
+        if isinstance(node, Bind):
+            return self.helper_call(node, "bind")
         return self.helper_call(node, node.macro)
 
     def has(self, node: Has, function: _Function) -> str:

@@ -1,11 +1,12 @@
-"""The compiler's intermediate form: a small typed tree between lark's parse tree and Python.
+"""The compiler's intermediate form: a small typed tree between the syntax tree and Python.
 
-Lowering (``lowering.py``) builds it from cel-python's parse tree, resolving names, macros
-and constants; code generation (``codegen.py``) turns it into Python source.
+Lowering (``lowering.py``) builds it from ``cel.syntax``'s tree, resolving names, macros,
+functions and constants; code generation (``codegen.py``) turns it into Python source.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,30 +102,57 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Apply:
+    """A call of a library function (``cel.library``): ``implementation`` is called with the
+    evaluated arguments, the receiver first; ``name`` is for messages."""
+
+    name: str
+    implementation: Callable[..., Any]
+    arguments: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
 class ListLiteral:
     items: tuple[Node, ...]
+    optional: frozenset[int] = frozenset()  # ``[?x]``: positions holding an optional
 
 
 @dataclass(frozen=True)
 class MapLiteral:
     entries: tuple[tuple[Node, Node], ...]
+    optional: frozenset[int] = frozenset()  # ``{?k: v}``: entries whose value is optional
 
 
 @dataclass(frozen=True)
 class Comprehension:
     """``range.all(v, p)``, ``exists``, ``exists_one``, ``map`` (with optional filter),
-    ``filter``; ``variable`` is the Python identifier bound to each element or key."""
+    ``filter``, and the two-variable forms (``variable2`` set: index and element of a
+    list, key and value of a map): ``all``, ``exists``, ``exists_one``, ``transformList``,
+    ``transformMap``, ``transformMapEntry``; ``variable`` is the Python identifier bound to
+    each element or key."""
 
     macro: str
     variable: str
     range: Node
     predicate: Node | None
     transform: Node | None
+    variable2: str | None = None
+
+
+@dataclass(frozen=True)
+class Bind:
+    """``cel.bind(v, init, body)``, and ``opt.optMap(v, body)`` / ``optFlatMap``
+    (``optional`` set to "map" or "flat_map": ``init`` is the optional, ``v`` its value)."""
+
+    variable: str
+    init: Node
+    body: Node
+    optional: str | None = None
 
 
 Node = (
     Const | Fail | Var | Local | Select | Has | Not | Logic | Conditional | Compare | Member
-    | Call | ListLiteral | MapLiteral | Comprehension
+    | Call | Apply | ListLiteral | MapLiteral | Comprehension | Bind
 )
 
 
@@ -140,8 +168,10 @@ def children(node: Node) -> tuple[Node, ...]:
         return (node.left, node.right)
     if isinstance(node, Member):
         return (node.item, node.container)
-    if isinstance(node, Call):
+    if isinstance(node, Call | Apply):
         return node.arguments
+    if isinstance(node, Bind):
+        return (node.init, node.body)
     if isinstance(node, ListLiteral):
         return node.items
     if isinstance(node, MapLiteral):
@@ -165,7 +195,9 @@ def free_locals(node: Node) -> frozenset[str]:
         for part in (node.predicate, node.transform):
             if part is not None:
                 body |= free_locals(part)
-        found = free_locals(node.range) | (body - {node.variable})
+        found = free_locals(node.range) | (body - {node.variable, node.variable2 or ""})
+    if isinstance(node, Bind):
+        found = free_locals(node.init) | (free_locals(node.body) - {node.variable})
     return found
 
 

@@ -1,23 +1,31 @@
-"""cel-python's lark parse tree → the compiler's intermediate form (``ir``).
+"""``cel.syntax``'s tree → the compiler's intermediate form (``ir``).
 
-Names are resolved here (macro variables become Python locals, everything else is read from
-the activation), literals are decoded with cel-python's own routines, and constant
-sub-expressions are folded. A construct the compiler does not cover raises ``Unsupported``,
-and the whole expression then runs on cel-python instead.
+Names are resolved here: macro variables become Python locals, type names (``int``,
+``google.protobuf.Timestamp``) become type values, a leading dot (``.a``) reads the
+activation past any macro variable, everything else is read from the activation. Calls are
+resolved here too: the spec's core operators and functions go to the compiler's ``runtime``
+(inlined or called directly), every other name to the function library
+(``callgate_rules.cel.library.FUNCTIONS``); a name in neither, or a call with an argument
+count no overload has, is a ``CelCompileError`` at the call's line:col with the nearest
+known name. Constant sub-expressions are folded.
+
+There is no second interpreter behind this: every expression the parser accepts either
+lowers completely or is refused here, with its place.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
-from collections.abc import Callable
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
-from celpy import evaluation as cel_evaluation
-from lark import Token, Tree
-
+from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import runtime
 from callgate_rules.cel.compiler.ir import (
+    Apply,
+    Bind,
     Call,
     Compare,
     Comprehension,
@@ -36,36 +44,22 @@ from callgate_rules.cel.compiler.ir import (
     Var,
 )
 from callgate_rules.cel.compiler.regex import CompiledPattern, compile_pattern
-from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.errors import CelCompileError, CelEvaluationError
+from callgate_rules.cel.values import CelType
 
+if TYPE_CHECKING:  # the library imports the runtime; it is handed in, not imported
+    from callgate_rules.cel.library import Function
 
-class Unsupported(Exception):
-    """The expression uses something the compiler leaves to cel-python."""
+Functions = Mapping[str, "Function"]
 
-
-# Identifiers cel-python resolves to its functions, type objects or protobuf packages when no
-# variable has the name; compiled code would only look them up in the activation.
-_RESERVED_NAMES = frozenset(cel_evaluation.base_functions) | {"google", "dyn", "null_type"}
-
-_RELATIONS = {
-    "relation_eq": "==",
-    "relation_ne": "!=",
-    "relation_lt": "<",
-    "relation_le": "<=",
-    "relation_gt": ">",
-    "relation_ge": ">=",
-}
-_ARITHMETIC = {
-    "addition_add": "add",
-    "addition_sub": "subtract",
-    "multiplication_mul": "multiply",
-    "multiplication_div": "divide",
-    "multiplication_mod": "modulo",
-}
-# name → (fewest arguments, most arguments, runtime function)
-_GLOBAL_FUNCTIONS: dict[str, tuple[int, int, str]] = {
+_RELATIONS = {"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}
+_ARITHMETIC = {"_+_": "add", "_-_": "subtract", "_*_": "multiply", "_/_": "divide",
+               "_%_": "modulo"}
+# The spec's core functions the compiler calls directly: name → (fewest, most, runtime name).
+CORE_GLOBALS: dict[str, tuple[int, int, str]] = {
     "size": (1, 1, "size"),
     "int": (1, 1, "to_int"),
+    "uint": (1, 1, "to_uint"),
     "double": (1, 1, "to_double"),
     "string": (1, 1, "to_string"),
     "bool": (1, 1, "to_bool"),
@@ -73,9 +67,11 @@ _GLOBAL_FUNCTIONS: dict[str, tuple[int, int, str]] = {
     "timestamp": (1, 1, "to_timestamp"),
     "duration": (1, 1, "to_duration"),
     "matches": (2, 2, "matches"),
+    "type": (1, 1, "type_of"),
+    "dyn": (1, 1, "dyn"),
 }
-# method → (fewest arguments, most arguments, runtime function); the receiver comes first.
-_METHODS: dict[str, tuple[int, int, str]] = {
+# method → (fewest, most arguments besides the receiver, runtime name)
+CORE_METHODS: dict[str, tuple[int, int, str]] = {
     "size": (0, 0, "size"),
     "contains": (1, 1, "contains"),
     "startsWith": (1, 1, "starts_with"),
@@ -91,247 +87,276 @@ _METHODS: dict[str, tuple[int, int, str]] = {
     "getMinutes": (0, 1, "get_minutes"),
     "getSeconds": (0, 1, "get_seconds"),
     "getMilliseconds": (0, 1, "get_milliseconds"),
-    # callgate's extensions (cel.EXTENSION_FUNCTIONS gives cel-python the same)
-    "lowerAscii": (0, 0, "lower_ascii"),
-    "upperAscii": (0, 0, "upper_ascii"),
 }
-# Macros cel-python recognises by method name; reduce and min are its own extensions.
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "reduce", "min"})
+# Type names as values (``type(1) == int``); the dotted ones are protobuf's well-known types.
+TYPE_NAMES: Mapping[str, CelType] = {
+    name: CelType(name) for name in (
+        "int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type",
+        "type", "optional_type", "google.protobuf.Timestamp",
+        "google.protobuf.Duration")
+}
 
 # Results that may be shared between evaluations: nothing a caller could mutate.
-_IMMUTABLE_TYPES = (str, int, float, bool, bytes, type(None), datetime, timedelta, CompiledPattern)
+_IMMUTABLE_TYPES = (str, int, float, bool, bytes, type(None), datetime, timedelta,
+                    CompiledPattern, CelType)
 
 
-def lower(tree: Tree[Token]) -> Node:
-    """The intermediate form of a parsed CEL expression; raises ``Unsupported``."""
-    return _Lowering().node(tree)
+def lower(tree: syntax.Node, functions: Functions) -> Node:
+    """The intermediate form of a parsed CEL expression, with ``functions`` the library
+    (``cel.library.FUNCTIONS``); raises ``CelCompileError``."""
+    return _Lowering(functions).node(tree)
+
+
+def compile_error(message: str, at: syntax.Position,
+                  code: str = "cel-compile") -> CelCompileError:
+    return CelCompileError(f"CEL error at {at.line}:{at.column}: {message}", at.line,
+                           at.column, code)
+
+
+def library_function(call: syntax.Call, functions: Functions) -> tuple[str, bool] | None:
+    """How ``call`` names a library function: (name, as a member call) — ``math.greatest``
+    written ``math.greatest(...)`` is a global call on its dotted name; or ``None``."""
+    if call.target is not None:
+        namespace = syntax.qualified_name(call.target)
+        if namespace is not None and f"{namespace.lstrip('.')}.{call.function}" in functions:
+            return f"{namespace.lstrip('.')}.{call.function}", False
+        return (call.function, True) if call.function in functions else None
+    name = call.function.lstrip(".")
+    return (name, False) if name in functions else None
+
+
+def nearest_function(name: str, functions: Functions) -> str | None:
+    """The known function name closest to ``name`` (for "unknown function" errors)."""
+    known = [*functions, *CORE_GLOBALS, *CORE_METHODS]
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return matches[0] if matches else None
 
 
 class _Lowering:
-    def __init__(self) -> None:
+    def __init__(self, functions: Functions) -> None:
+        self.functions = functions
         self.scope: dict[str, str] = {}  # CEL macro variable → Python local
         self.local_numbers = itertools.count(1)
 
-    def node(self, tree: Tree[Token] | Token) -> Node:
-        if not isinstance(tree, Tree):
-            raise Unsupported(f"unexpected token {tree!r}")
-        handler: Callable[[Tree[Token]], Node] | None = getattr(self, f"_{tree.data}", None)
-        if handler is None:
-            raise Unsupported(f"{tree.data} is not compiled")
-        return handler(tree)
+    def node(self, tree: syntax.Node) -> Node:
+        if isinstance(tree, syntax.Literal):
+            return Const(tree.value)
+        if isinstance(tree, syntax.Ident):
+            return self.ident(tree)
+        if isinstance(tree, syntax.Select):
+            return self.select(tree)
+        if isinstance(tree, syntax.Index):
+            container, key = self.node(tree.operand), self.node(tree.index)
+            if tree.optional or _in_optional_chain(tree.operand) or _maybe_optional(container):
+                return Call("index_optional" if tree.optional else "index_through_optional",
+                            (container, key))
+            return _fold(Call("index", (container, key)))
+        if isinstance(tree, syntax.Call):
+            return self.call(tree)
+        if isinstance(tree, syntax.Macro):
+            return self.macro(tree)
+        if isinstance(tree, syntax.ListLiteral):
+            return ListLiteral(tuple(self.node(item) for item in tree.elements),
+                               tree.optional_indices)
+        if isinstance(tree, syntax.MapLiteral):
+            entries = tuple((self.node(entry.key), self.node(entry.value))
+                            for entry in tree.entries)
+            optional = frozenset(number for number, entry in enumerate(tree.entries)
+                                 if entry.optional)
+            return MapLiteral(entries, optional)
+        raise compile_error(
+            f"the message literal {tree.type_name}{{...}} needs protobuf message types, "
+            "which callgate's CEL does not have; write a map literal {'field': value}",
+            tree.at)
 
-    # Operators -------------------------------------------------------------------------------
+    # Names -----------------------------------------------------------------------------------
 
-    def _expr(self, tree: Tree[Token]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0])
-        test, then, otherwise = (self.node(child) for child in tree.children)
-        return _fold_conditional(Conditional(test, then, otherwise))
-
-    def _conditionalor(self, tree: Tree[Token]) -> Node:
-        return self._logic(tree, "||")
-
-    def _conditionaland(self, tree: Tree[Token]) -> Node:
-        return self._logic(tree, "&&")
-
-    def _logic(self, tree: Tree[Token], operator: str) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0])
-        left, right = (self.node(child) for child in tree.children)
-        operands: list[Node] = []
-        for operand in (left, right):  # a && b && c parses as (a && b) && c: flatten it
-            if isinstance(operand, Logic) and operand.operator == operator:
-                operands.extend(operand.operands)
-            else:
-                operands.append(operand)
-        return _fold_logic(Logic(operator, tuple(operands)))
-
-    def _relation(self, tree: Tree[Token]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0])
-        operator_tree, right_tree = tree.children
-        assert isinstance(operator_tree, Tree)
-        left = self.node(operator_tree.children[0])
-        right = self.node(right_tree)
-        if operator_tree.data == "relation_in":
-            return _fold(Member(left, right))
-        return _fold(Compare(_RELATIONS[str(operator_tree.data)], left, right))
-
-    def _addition(self, tree: Tree[Token]) -> Node:
-        return self._arithmetic(tree)
-
-    def _multiplication(self, tree: Tree[Token]) -> Node:
-        return self._arithmetic(tree)
-
-    def _arithmetic(self, tree: Tree[Token]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0])
-        operator_tree, right_tree = tree.children
-        assert isinstance(operator_tree, Tree)
-        left = self.node(operator_tree.children[0])
-        return _fold(Call(_ARITHMETIC[str(operator_tree.data)], (left, self.node(right_tree))))
-
-    def _unary(self, tree: Tree[Token]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0])
-        operator_tree, operand_tree = tree.children
-        assert isinstance(operator_tree, Tree)
-        operand = self.node(operand_tree)
-        if operator_tree.data == "unary_not":
-            return _fold(Not(operand))
-        return _fold(Call("negate", (operand,)))
-
-    # Members ---------------------------------------------------------------------------------
-
-    def _member(self, tree: Tree[Token]) -> Node:
-        return self.node(tree.children[0])
-
-    def _primary(self, tree: Tree[Token]) -> Node:
-        return self.node(tree.children[0])
-
-    def _paren_expr(self, tree: Tree[Token]) -> Node:
-        return self.node(tree.children[0])
-
-    def _member_dot(self, tree: Tree[Token]) -> Node:
-        operand_tree, field = tree.children
-        operand = self.node(operand_tree)
-        if isinstance(operand, Const):  # constants are never maps
-            return Fail(f"no such overload: field selection on {runtime.kind(operand.value)}")
-        return Select(operand, str(field))
-
-    def _member_index(self, tree: Tree[Token]) -> Node:
-        container, key = (self.node(child) for child in tree.children)
-        return _fold(Call("index", (container, key)))
-
-    def _member_dot_arg(self, tree: Tree[Token]) -> Node:
-        receiver_tree, method_token = tree.children[0], tree.children[1]
-        method = str(method_token)
-        argument_trees = _arguments(tree.children[2] if len(tree.children) > 2 else None)
-        if method in _MACROS:
-            return self._macro(method, receiver_tree, argument_trees)
-        if method not in _METHODS:
-            raise Unsupported(f"method {method}")
-        fewest, most, function = _METHODS[method]
-        if not fewest <= len(argument_trees) <= most:
-            raise Unsupported(f"{method} with {len(argument_trees)} arguments")
-        receiver = self.node(receiver_tree)
-        arguments = tuple(self.node(argument) for argument in argument_trees)
-        return _call(function, (receiver, *arguments))
-
-    def _ident_arg(self, tree: Tree[Token]) -> Node:
-        name = str(tree.children[0])
-        argument_trees = _arguments(tree.children[1] if len(tree.children) > 1 else None)
-        if name == "has":
-            return self._has(argument_trees)
-        if name == "dyn" and len(argument_trees) == 1:
-            return self.node(argument_trees[0])
-        if name not in _GLOBAL_FUNCTIONS:
-            raise Unsupported(f"function {name}")
-        fewest, most, function = _GLOBAL_FUNCTIONS[name]
-        if not fewest <= len(argument_trees) <= most:
-            raise Unsupported(f"{name} with {len(argument_trees)} arguments")
-        return _call(function, tuple(self.node(argument) for argument in argument_trees))
-
-    def _has(self, argument_trees: list[Tree[Token]]) -> Node:
-        if len(argument_trees) != 1:
-            raise Unsupported("has() takes one argument")
-        selection = self.node(argument_trees[0])
-        if not isinstance(selection, Select):
-            raise Unsupported("has() of something other than a field selection")
-        return Has(selection.operand, selection.field)
-
-    def _macro(
-        self, macro: str, receiver_tree: Tree[Token] | Token, argument_trees: list[Tree[Token]]
-    ) -> Node:
-        expected = (2, 3) if macro == "map" else (2,)
-        if macro in ("reduce", "min") or len(argument_trees) not in expected:
-            raise Unsupported(f"{macro} with {len(argument_trees)} arguments")
-        variable = _identifier(argument_trees[0])
-        if variable is None:
-            raise Unsupported(f"{macro} whose first argument is not a name")
-        range_node = self.node(receiver_tree)
-        local = f"cel_{variable}_{next(self.local_numbers)}"
-        outer = self.scope.get(variable)
-        self.scope[variable] = local
-        try:
-            bodies = [self.node(argument) for argument in argument_trees[1:]]
-        finally:
-            if outer is None:
-                del self.scope[variable]
-            else:
-                self.scope[variable] = outer
-        if macro == "map":
-            predicate = bodies[0] if len(bodies) == 2 else None
-            return Comprehension(macro, local, range_node, predicate, bodies[-1])
-        return Comprehension(macro, local, range_node, bodies[0], None)
-
-    def _ident(self, tree: Tree[Token]) -> Node:
-        name = str(tree.children[0])
+    def ident(self, tree: syntax.Ident) -> Node:
+        name = tree.name
+        if name.startswith("."):
+            return TYPE_CONSTANTS.get(name[1:]) or Var(name[1:])
         if name in self.scope:
             return Local(self.scope[name])
-        if name in _RESERVED_NAMES:
-            raise Unsupported(f"identifier {name} names a cel-python built-in")
-        return Var(name)
+        return TYPE_CONSTANTS.get(name) or Var(name)
 
-    def _list_lit(self, tree: Tree[Token]) -> Node:
-        items = _arguments(tree.children[0] if tree.children else None)
-        return ListLiteral(tuple(self.node(item) for item in items))
+    def select(self, tree: syntax.Select) -> Node:
+        qualified = syntax.qualified_name(tree)
+        if qualified is not None and qualified.lstrip(".") in TYPE_NAMES \
+                and qualified.split(".")[0] not in self.scope:
+            return Const(TYPE_NAMES[qualified.lstrip(".")])
+        operand = self.node(tree.operand)
+        # after an optional selection, or on a library function's result (which may be an
+        # optional: ``optional.of(m).c``), a selection works through optionals
+        if tree.optional or _in_optional_chain(tree.operand) or _maybe_optional(operand):
+            return Call("select_optional" if tree.optional else "select_through_optional",
+                        (operand, Const(tree.field)))
+        if isinstance(operand, Const):
+            return Fail(f"no such overload: field selection on {runtime.kind(operand.value)}")
+        return Select(operand, tree.field)
 
-    def _map_lit(self, tree: Tree[Token]) -> Node:
-        if not tree.children:
-            return MapLiteral(())
-        initializers = tree.children[0]
-        assert isinstance(initializers, Tree)
-        parts = [self.node(part) for part in initializers.children]
-        return MapLiteral(tuple(zip(parts[0::2], parts[1::2], strict=True)))
+    # Calls -----------------------------------------------------------------------------------
 
-    # Literals --------------------------------------------------------------------------------
+    def call(self, tree: syntax.Call) -> Node:
+        function, args = tree.function, tree.args
+        if function == "_?_:_":
+            test, then, otherwise = (self.node(arg) for arg in args)
+            return _fold_conditional(Conditional(test, then, otherwise))
+        if function in ("_&&_", "_||_"):
+            operator = function[1:-1]
+            operands: list[Node] = []
+            for arg in args:  # balanced chains: flatten them into one n-ary chain
+                operand = self.node(arg)
+                if isinstance(operand, Logic) and operand.operator == operator:
+                    operands.extend(operand.operands)
+                else:
+                    operands.append(operand)
+            return _fold_logic(Logic(operator, tuple(operands)))
+        if function == "!_":
+            return _fold(Not(self.node(args[0])))
+        if function == "-_":
+            return _fold(Call("negate", (self.node(args[0]),)))
+        if function in _RELATIONS:
+            left, right = (self.node(arg) for arg in args)
+            return _fold(Compare(_RELATIONS[function], left, right))
+        if function == "@in":
+            item, container = (self.node(arg) for arg in args)
+            return _fold(Member(item, container))
+        if function in _ARITHMETIC:
+            left, right = (self.node(arg) for arg in args)
+            return _fold(Call(_ARITHMETIC[function], (left, right)))
+        return self.function_call(tree)
 
-    def _literal(self, tree: Tree[Token]) -> Node:
-        token = tree.children[0]
-        assert isinstance(token, Token)
-        text = str(token)
-        if token.type == "INT_LIT":
-            value = int(text, 16) if "x" in text.lower() else int(text, 10)
-            if not runtime.INT64_MIN <= value <= runtime.INT64_MAX:
-                return Fail(f"integer literal {text} out of range")
-            return Const(value)
-        if token.type == "FLOAT_LIT":
-            return Const(float(text))
-        if token.type == "BOOL_LIT":
-            return Const(text == "true")
-        if token.type == "NULL_LIT":
-            return Const(None)
-        if token.type in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
-            # cel-python's own decoders, so escapes mean the same on both backends.
-            decode = cel_evaluation.celbytes if token.type == "BYTES_LIT" else cel_evaluation.celstr
-            try:
-                decoded = decode(token)
-            except ValueError as error:
-                return Fail(f"invalid literal {text}: {error}")
-            except Exception as error:  # anything else would crash cel-python: leave it to it
-                raise Unsupported(f"literal {text}") from error
-            if isinstance(decoded, bytes):
-                return Const(bytes(decoded))
-            return Const(str.__str__(decoded))
-        raise Unsupported(f"{token.type} literal")  # UINT_LIT: no unsigned values here
+    def function_call(self, tree: syntax.Call) -> Node:
+        core = CORE_METHODS if tree.target is not None else CORE_GLOBALS
+        library = library_function(tree, self.functions)
+        name = tree.function.lstrip(".")
+        if name in core and (library is None or library[0] == name):
+            fewest, most, runtime_name = core[name]
+            if fewest <= len(tree.args) <= most:
+                arguments = tuple(self.node(arg) for arg in self.receiver_and(tree))
+                if runtime_name == "dyn":
+                    return arguments[0]
+                return _call(runtime_name, arguments)
+            if library is None:
+                raise compile_error(_arity_message(name, tree.target is not None, fewest,
+                                                   most, len(tree.args)), tree.at,
+                                    "wrong-arity")
+        if library is None:
+            qualified = name
+            namespace = syntax.qualified_name(tree.target) if tree.target else None
+            if namespace is not None and any(known.startswith(namespace + ".")
+                                             for known in self.functions):
+                qualified = f"{namespace}.{name}"  # math.gretest: a known namespace
+            suggestion = nearest_function(qualified, self.functions)
+            hint = f" (did you mean {suggestion}?)" if suggestion else ""
+            raise compile_error(f"unknown function '{qualified}'{hint}", tree.at,
+                                "unknown-function")
+        library_name, member = library
+        found = self.functions[library_name]
+        arguments_syntax = self.receiver_and(tree) if member else tree.args
+        count = len(tree.args) if member else len(arguments_syntax)
+        arities = found.arities()
+        if (member, count) not in arities and not (
+                found.variadic and any(m == member and count >= n for m, n in arities)):
+            raise compile_error(_library_arity_message(library_name, member, count, arities),
+                                tree.at, "wrong-arity")
+        arguments = tuple(self.node(arg) for arg in arguments_syntax)
+        return _fold_apply(Apply(library_name, found.implementation, arguments))
+
+    def receiver_and(self, tree: syntax.Call) -> tuple[syntax.Node, ...]:
+        return ((tree.target,) if tree.target is not None else ()) + tree.args
+
+    # Macros ----------------------------------------------------------------------------------
+
+    def macro(self, tree: syntax.Macro) -> Node:
+        name, args = tree.name, tree.args
+        if name == "has":
+            selection = args[0]
+            assert isinstance(selection, syntax.Select)
+            operand = self.node(selection.operand)
+            if _in_optional_chain(selection.operand) or _maybe_optional(operand):
+                return Call("has_through_optional", (operand, Const(selection.field)))
+            return Has(operand, selection.field)
+        if name == "cel.bind":
+            init = self.node(args[1])
+            local, body = self.bound(args[:1], args[2:])
+            return Bind(local[0], init, body[0])
+        assert tree.target is not None
+        range_node = self.node(tree.target)
+        if name in ("optMap", "optFlatMap"):
+            local, body = self.bound(args[:1], args[1:])
+            return Bind(local[0], range_node, body[0],
+                        "map" if name == "optMap" else "flat_map")
+        two = name.startswith("transform") or len(args) == 3 and name in (
+            "all", "exists", "existsOne")
+        variables = args[:2] if two else args[:1]
+        locals_, bodies = self.bound(variables, args[len(variables):])
+        macro = "exists_one" if name == "existsOne" else name
+        second = locals_[1] if two else None
+        if macro == "sortBy":
+            keys = Comprehension("map", locals_[0], range_node, None, bodies[0])
+            return Call("sort_by", (range_node, keys))
+        if macro in ("map", "transformList", "transformMap", "transformMapEntry"):
+            predicate = bodies[0] if len(bodies) == 2 else None
+            return Comprehension(macro, locals_[0], range_node, predicate, bodies[-1], second)
+        return Comprehension(macro, locals_[0], range_node, bodies[0], None, second)
+
+    def bound(self, variables: tuple[syntax.Node, ...],
+              bodies: tuple[syntax.Node, ...]) -> tuple[list[str], list[Node]]:
+        """Lower ``bodies`` with the macro's ``variables`` in scope, as fresh Python locals."""
+        names = [variable.name for variable in variables if isinstance(variable, syntax.Ident)]
+        locals_ = [f"cel_{name}_{next(self.local_numbers)}" for name in names]
+        outer = {name: self.scope.get(name) for name in names}
+        self.scope.update(zip(names, locals_, strict=True))
+        try:
+            lowered = [self.node(body) for body in bodies]
+        finally:
+            for name, previous in outer.items():
+                if previous is None:
+                    self.scope.pop(name, None)
+                else:
+                    self.scope[name] = previous
+        return locals_, lowered
 
 
-def _arguments(exprlist: Tree[Token] | Token | None) -> list[Tree[Token]]:
-    if exprlist is None:
-        return []
-    assert isinstance(exprlist, Tree)
-    return [child for child in exprlist.children if isinstance(child, Tree)]
+TYPE_CONSTANTS: Mapping[str, Const] = {name: Const(value) for name, value in TYPE_NAMES.items()}
 
 
-def _identifier(tree: Tree[Token]) -> str | None:
-    """The name if ``tree`` is nothing but an identifier (a macro's variable)."""
-    node: Tree[Token] | Token = tree
-    while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident":
-        node = node.children[0]
-    if isinstance(node, Tree) and node.data == "ident":
-        return str(node.children[0])
-    return None
+def _in_optional_chain(tree: syntax.Node) -> bool:
+    """``a.?b.c``, ``a[?0][1]``: a selection after an optional one works on the optional."""
+    while isinstance(tree, syntax.Select | syntax.Index):
+        if tree.optional:
+            return True
+        tree = tree.operand
+    return False
+
+
+_OPTIONAL_RESULTS = frozenset({"select_optional", "select_through_optional", "index_optional",
+                               "index_through_optional"})
+
+
+def _maybe_optional(node: Node) -> bool:
+    """Whether ``node`` may evaluate to an optional: a library function's result, or a
+    selection that works through optionals."""
+    return isinstance(node, Apply) or (isinstance(node, Call)
+                                       and node.function in _OPTIONAL_RESULTS)
+
+
+def _arity_message(name: str, member: bool, fewest: int, most: int, given: int) -> str:
+    wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
+    written = f"x.{name}(...)" if member else f"{name}(...)"
+    return f"{written} takes {wanted} argument{'s' if most != 1 else ''}, not {given}"
+
+
+def _library_arity_message(name: str, member: bool, given: int,
+                           arities: frozenset[tuple[bool, int]]) -> str:
+    same = sorted(count for is_member, count in arities if is_member == member)
+    written = f"x.{name}(...)" if member else f"{name}(...)"
+    if not same:
+        other = "a global function" if member else "a method: write x." + name + "(...)"
+        return f"'{name}' is {other}, not called as {written}"
+    wanted = " or ".join(str(count) for count in same)
+    return f"{written} takes {wanted} argument{'s' if same != [1] else ''}, not {given}"
 
 
 # Constant folding ----------------------------------------------------------------------------
@@ -350,10 +375,6 @@ def _call(function: str, arguments: tuple[Node, ...]) -> Node:
     return _fold(Call(function, arguments))
 
 
-def _constant_value(node: Node) -> tuple[bool, Any]:
-    return (True, node.value) if isinstance(node, Const) else (False, None)
-
-
 def _fold(node: Call | Compare | Member | Not) -> Node:
     """Evaluate ``node`` now if its operands are constants. An error is not folded: it must
     only surface if evaluation reaches it, so the node stays and raises at run time."""
@@ -365,10 +386,7 @@ def _fold(node: Call | Compare | Member | Not) -> Node:
     )
     if not all(isinstance(operand, Const) for operand in operands):
         return node
-    values = [_constant_value(operand)[1] for operand in operands]
-    if isinstance(node, Call) and node.function == "to_timestamp" and isinstance(values[0], str):
-        if not runtime.is_rfc3339(values[0]):
-            return node  # cel-python's lenient parser reads "now" as the current time
+    values = [operand.value for operand in operands if isinstance(operand, Const)]
     try:
         if isinstance(node, Call):
             value = runtime.FUNCTIONS[node.function](*values)
@@ -380,6 +398,17 @@ def _fold(node: Call | Compare | Member | Not) -> Node:
             value = not values[0]
         else:
             return node  # "!" of a non-bool: an error, raised at run time
+    except runtime.FAILURES:
+        return node
+    return Const(value) if isinstance(value, _IMMUTABLE_TYPES) else node
+
+
+def _fold_apply(node: Apply) -> Node:
+    if not all(isinstance(argument, Const) for argument in node.arguments):
+        return node
+    try:
+        value = node.implementation(*(argument.value for argument in node.arguments
+                                      if isinstance(argument, Const)))
     except runtime.FAILURES:
         return node
     return Const(value) if isinstance(value, _IMMUTABLE_TYPES) else node

@@ -1,7 +1,8 @@
 """CEL operators and functions over plain Python values, as called by compiled expressions.
 
 Every function here takes and returns the values of callgate's CEL border (``bool``, ``int``,
-``float``, ``str``, ``bytes``, ``None``, lists, mappings, aware ``datetime``, ``timedelta``)
+``float``, ``str``, ``bytes``, ``None``, lists, mappings, aware ``datetime``, ``timedelta``,
+and ``cel.values``' ``UInt``, ``CelType`` and ``Optional``)
 and raises :class:`CelEvaluationError` when CEL has no answer. Each starts with a fast path
 for the common same-type case; the slower, general path classifies operands by CEL kind.
 
@@ -15,8 +16,10 @@ the generated code's globals under its name with a ``_`` prefix (``FUNCTIONS["ad
 - ``compare``: ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``;
 - ``arithmetic``: ``+``, ``-``, ``*``, ``/``, ``%``, unary ``-``;
 - ``containers``: indexing, ``has()``, map literals, macro ranges, ``size()``;
-- ``strings``: ``contains``, ``startsWith``, ``endsWith``, ``matches``, ``lowerAscii``, ...;
-- ``conversions``: ``int()``, ``double()``, ``string()``, ``bool()``, ``bytes()``;
+- ``strings``: ``contains``, ``startsWith``, ``endsWith``, ``matches``;
+- ``conversions``: ``int()``, ``uint()``, ``double()``, ``string()``, ``bool()``,
+  ``bytes()``, ``type()``;
+- ``optionals``: ``a.?b``, ``a[?k]``, ``[?x]``, ``{?k: v}`` and ``optMap``/``optFlatMap``;
 - ``timestamps``: ``timestamp()``, ``duration()`` and the ``get*`` accessors.
 
 This module holds the registry the compiler calls through, ``FUNCTIONS`` by the name
@@ -51,9 +54,11 @@ from callgate_rules.cel.compiler.runtime.compare import (
 from callgate_rules.cel.compiler.runtime.containers import (
     has_field,
     index,
+    iteration_pairs,
     iteration_range,
     make_map,
     size,
+    sort_by,
 )
 from callgate_rules.cel.compiler.runtime.conversions import (
     to_bool,
@@ -61,6 +66,8 @@ from callgate_rules.cel.compiler.runtime.conversions import (
     to_double,
     to_int,
     to_string,
+    to_uint,
+    type_of,
 )
 from callgate_rules.cel.compiler.runtime.kinds import (
     ABSENT,
@@ -74,14 +81,23 @@ from callgate_rules.cel.compiler.runtime.kinds import (
     not_bool,
     translate,
 )
+from callgate_rules.cel.compiler.runtime.optionals import (
+    flat_map_result,
+    has_through_optional,
+    index_optional,
+    index_through_optional,
+    make_list_with_optionals,
+    make_map_with_optionals,
+    optional_operand,
+    select_optional,
+    select_through_optional,
+)
 from callgate_rules.cel.compiler.runtime.strings import (
     contains,
     ends_with,
-    lower_ascii,
     matches,
     matches_compiled,
     starts_with,
-    upper_ascii,
 )
 from callgate_rules.cel.compiler.runtime.timestamps import (
     get_date,
@@ -102,7 +118,9 @@ from callgate_rules.cel.compiler.runtime.timestamps import (
 __all__ = [
     "ABSENT", "COMPARISONS", "FAILURES", "FUNCTIONS", "INT64_MAX", "INT64_MIN",
     "ORDERED_TYPES", "SCALAR_TYPES", "equals", "fail", "greater", "greater_equal",
-    "has_field", "is_in", "is_rfc3339", "iteration_range", "kind", "less", "less_equal",
+    "flat_map_result", "has_field", "is_in", "is_rfc3339", "iteration_pairs",
+    "iteration_range", "make_list_with_optionals", "make_map_with_optionals",
+    "optional_operand", "kind", "less", "less_equal",
     "logic_failure", "make_map", "no_overload", "not_bool", "not_equals", "translate",
 ]
 
@@ -118,11 +136,17 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "starts_with": starts_with,
     "ends_with": ends_with,
-    "lower_ascii": lower_ascii,
-    "upper_ascii": upper_ascii,
     "matches": matches,
     "matches_compiled": matches_compiled,
     "to_int": to_int,
+    "to_uint": to_uint,
+    "type_of": type_of,
+    "sort_by": sort_by,
+    "select_optional": select_optional,
+    "select_through_optional": select_through_optional,
+    "index_optional": index_optional,
+    "has_through_optional": has_through_optional,
+    "index_through_optional": index_through_optional,
     "to_double": to_double,
     "to_string": to_string,
     "to_bool": to_bool,

@@ -1,5 +1,6 @@
-"""CEL ``+``, ``-``, ``*``, ``/``, ``%`` and unary ``-``: ints checked to 64 bits, doubles as
-IEEE 754, durations and timestamps within CEL's range, strings, bytes and lists joined.
+"""CEL ``+``, ``-``, ``*``, ``/``, ``%`` and unary ``-``: ints checked to 64 bits, uints to
+0..2**64-1, doubles as IEEE 754, durations and timestamps within CEL's range, strings,
+bytes and lists joined.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from callgate_rules.cel.compiler.runtime.kinds import (
     checked_duration,
     checked_int,
     checked_timestamp,
+    checked_uint,
     kind,
     no_overload,
 )
@@ -29,6 +31,8 @@ def add(left: Any, right: Any) -> Any:
         return left + right
     if pair == ("int", "int"):
         return checked_int(int(left) + int(right))
+    if pair == ("uint", "uint"):
+        return checked_uint(int(left) + int(right))
     if pair == ("list", "list"):
         return [*left, *right]
     if pair == ("duration", "duration"):
@@ -50,6 +54,8 @@ def subtract(left: Any, right: Any) -> Any:
     pair = (kind(left), kind(right))
     if pair == ("int", "int"):
         return checked_int(int(left) - int(right))
+    if pair == ("uint", "uint"):
+        return checked_uint(int(left) - int(right))
     if pair == ("double", "double"):
         return left - right
     if pair == ("duration", "duration"):
@@ -71,6 +77,8 @@ def multiply(left: Any, right: Any) -> Any:
     pair = (kind(left), kind(right))
     if pair == ("int", "int"):
         return checked_int(int(left) * int(right))
+    if pair == ("uint", "uint"):
+        return checked_uint(int(left) * int(right))
     if pair == ("double", "double"):
         return left * right
     raise no_overload("_*_", left, right)
@@ -84,6 +92,10 @@ def divide(left: Any, right: Any) -> Any:
             raise CelEvaluationError("division by zero")
         quotient = abs(left) // abs(right)
         return checked_int(-quotient if (left < 0) != (right < 0) else quotient)
+    if pair == ("uint", "uint"):
+        if right == 0:
+            raise CelEvaluationError("division by zero")
+        return checked_uint(int(left) // int(right))
     if pair == ("double", "double"):
         if right == 0.0:
             if left == 0.0 or math.isnan(left):
@@ -95,10 +107,13 @@ def divide(left: Any, right: Any) -> Any:
 
 def modulo(left: Any, right: Any) -> Any:
     """Integer remainder with the sign of the dividend; there is no double modulo."""
-    if kind(left) == "int" and kind(right) == "int":
+    pair = (kind(left), kind(right))
+    if pair == ("int", "int") or pair == ("uint", "uint"):
         if right == 0:
             raise CelEvaluationError("modulus by zero")
-        remainder = abs(left) % abs(right)
+        remainder = abs(int(left)) % abs(int(right))
+        if pair[0] == "uint":
+            return checked_uint(remainder)
         return -remainder if left < 0 else remainder
     raise no_overload("_%_", left, right)
 

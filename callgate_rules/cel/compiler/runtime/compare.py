@@ -116,7 +116,10 @@ def _ordering(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[A
         if left_kind == right_kind and left_kind in _ORDERED_KINDS:
             return compare(left, right)
         if left_kind in _NUMERIC_KINDS and right_kind in _NUMERIC_KINDS:
-            # Heterogeneous numeric ordering: exact, as Python compares int with float.
+            # Heterogeneous numeric ordering as cel-go has it: an int or uint against a
+            # double is compared as a double (9223372036854775807 < 2.0**63 is false).
+            if left_kind == "double" or right_kind == "double":
+                return compare(float(left), float(right))
             return compare(left, right)
         raise no_overload(operator, left, right)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from callgate_rules.cel.compiler.runtime.compare import find_key
+from callgate_rules.cel.compiler.runtime.compare import find_key, less
 from callgate_rules.cel.compiler.runtime.kinds import (
     ABSENT,
     AGGREGATE_KINDS,
@@ -15,7 +16,7 @@ from callgate_rules.cel.compiler.runtime.kinds import (
 )
 from callgate_rules.cel.errors import CelEvaluationError
 
-_MAP_KEY_KINDS = frozenset({"string", "int", "bool"})
+_MAP_KEY_KINDS = frozenset({"string", "int", "uint", "bool"})
 
 
 def index(container: Any, key: Any) -> Any:
@@ -25,19 +26,29 @@ def index(container: Any, key: Any) -> Any:
         return container[key]
     container_kind = kind(container)
     if container_kind == "list":
-        if kind(key) != "int":
-            raise no_overload("_[_]", container, key)
-        if 0 <= key < len(container):
-            return container[key]
-        raise CelEvaluationError(f"index out of range: {key}")
+        position = index_position(container, key)
+        if position is None:
+            raise CelEvaluationError(f"index out of range: {key}")
+        return container[position]
     if container_kind == "map":
-        if kind(key) not in _MAP_KEY_KINDS:
+        if kind(key) not in _MAP_KEY_KINDS and kind(key) != "double":
             raise no_overload("_[_]", container, key)
         found = find_key(container, key)
         if found is ABSENT:
             raise CelEvaluationError(f"no such key: {key!r}")
         return container[found]
     raise no_overload("_[_]", container, key)
+
+
+def index_position(container: Any, key: Any) -> int | None:
+    """The list position ``key`` names (an int, a uint, or a double with no fraction), or
+    ``None`` when it is out of range."""
+    key_kind = kind(key)
+    if key_kind == "double" and float(key).is_integer():
+        key = int(key)  # heterogeneous numbers: 1.0 indexes like 1
+    elif key_kind != "int" and key_kind != "uint":
+        raise no_overload("_[_]", container, key)
+    return int(key) if 0 <= key < len(container) else None
 
 
 def has_field(value: Any, path: tuple[str, ...], field: str) -> bool:
@@ -71,6 +82,30 @@ def iteration_range(value: Any) -> Iterable[Any]:
         return value  # type: ignore[no-any-return]
     if kind(value) in AGGREGATE_KINDS:
         return value  # type: ignore[no-any-return]
+    raise no_overload("comprehension", value)
+
+
+def sort_by(values: Any, keys: list[Any]) -> list[Any]:
+    """``list.sortBy(x, key)``: the list ordered by each element's key (CEL ordering; the
+    keys must be of one orderable kind), stable for equal keys."""
+    if kind(values) != "list":
+        raise no_overload("sortBy", values)
+    if keys and len({kind(key) for key in keys}) > 1:
+        raise CelEvaluationError("sortBy: the keys are of different types")
+    def order_of(a: int, b: int) -> int:
+        return -1 if less(keys[a], keys[b]) else 1 if less(keys[b], keys[a]) else 0
+
+    order = sorted(range(len(keys)), key=functools.cmp_to_key(order_of))
+    return [values[position] for position in order]
+
+
+def iteration_pairs(value: Any) -> Iterable[tuple[Any, Any]]:
+    """What a two-variable macro iterates: (index, element) of a list, (key, value) of a map."""
+    value_type = type(value)
+    if value_type is list or value_type is tuple:
+        return enumerate(value)
+    if value_type is dict or isinstance(value, Mapping):
+        return value.items()  # type: ignore[no-any-return]
     raise no_overload("comprehension", value)
 
 

@@ -9,12 +9,18 @@ import math
 import re
 from typing import Any
 
-from celpy import celtypes
-
-from callgate_rules.cel.compiler.runtime.kinds import checked_int, kind, no_overload
+from callgate_rules.cel.compiler.runtime.kinds import (
+    checked_int,
+    checked_uint,
+    kind,
+    no_overload,
+)
+from callgate_rules.cel.compiler.runtime.timestamps import duration_text, timestamp_text
 from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.values import UINT64_MAX, CelType, UInt
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_UINT_TEXT = re.compile(r"[0-9]+")
 # ``[0-9]+(?:\.[0-9]*)?``, not ``[0-9]+\.?[0-9]*``: the same texts, but the latter splits a
 # run of digits between its two repetitions in every way, quadratic time on "1"*8000+"x".
 _DOUBLE_TEXT = re.compile(
@@ -27,8 +33,8 @@ _FALSE_TEXTS = frozenset({"0", "f", "false", "FALSE", "False"})
 
 def to_int(value: Any) -> int:
     value_kind = kind(value)
-    if value_kind == "int":
-        return int(value)
+    if value_kind == "int" or value_kind == "uint":
+        return checked_int(int(value))
     if value_kind == "double":
         # The spec's range is open at both ends: -2**63 as a double is already suspect.
         if math.isnan(value) or not (-(2.0**63) < value < 2.0**63):
@@ -43,11 +49,28 @@ def to_int(value: Any) -> int:
     raise no_overload("int", value)
 
 
+def to_uint(value: Any) -> UInt:
+    value_kind = kind(value)
+    if value_kind == "uint":
+        return value  # type: ignore[no-any-return]
+    if value_kind == "int":
+        return checked_uint(int(value))
+    if value_kind == "double":
+        if math.isnan(value) or not (-1.0 < value < 2.0**64):
+            raise CelEvaluationError("uint() range error")
+        return UInt(math.trunc(value))
+    if value_kind == "string":
+        if not _UINT_TEXT.fullmatch(value) or int(value) > UINT64_MAX:
+            raise CelEvaluationError(f"cannot convert {value!r} to uint")
+        return UInt(int(value))
+    raise no_overload("uint", value)
+
+
 def to_double(value: Any) -> float:
     value_kind = kind(value)
     if value_kind == "double":
         return float(value)
-    if value_kind == "int":
+    if value_kind == "int" or value_kind == "uint":
         return float(value)
     if value_kind == "string":
         if not _DOUBLE_TEXT.fullmatch(value):
@@ -57,12 +80,14 @@ def to_double(value: Any) -> float:
 
 
 def to_string(value: Any) -> str:
-    """``string(x)``; numbers, timestamps and durations are formatted as cel-python does."""
+    """``string(x)``; numbers, timestamps and durations are formatted as cel-go does."""
     value_kind = kind(value)
     if value_kind == "string":
         return str(value)
-    if value_kind in ("int", "double"):
-        return str(value)
+    if value_kind == "int" or value_kind == "uint":
+        return str(int(value))
+    if value_kind == "double":
+        return _double_text(float(value))
     if value_kind == "bool":
         return "true" if value else "false"
     if value_kind == "bytes":
@@ -71,10 +96,45 @@ def to_string(value: Any) -> str:
         except UnicodeDecodeError:
             raise CelEvaluationError("invalid UTF-8 in bytes") from None
     if value_kind == "timestamp":
-        return str(celtypes.TimestampType(value))
+        return timestamp_text(value)
     if value_kind == "duration":
-        return f"{int(value.total_seconds())}s"
+        return duration_text(value)
+    if value_kind == "type":
+        return str(value.name)
     raise no_overload("string", value)
+
+
+def _double_text(value: float) -> str:
+    """Go's shortest formatting ('g' with the fewest digits): ``1``, ``1.5``, ``1e+21``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = repr(value)
+    if "e" in text or "E" in text:
+        mantissa, exponent = text.split("e")
+        number = int(exponent)
+        if -4 <= number < 21:
+            text = format(value, "f").rstrip("0").rstrip(".")
+        else:
+            mantissa = mantissa.removesuffix(".0")
+            return f"{mantissa}e{'+' if number >= 0 else '-'}{abs(number):02d}"
+    return text.removesuffix(".0")
+
+
+_TYPE_OF_KIND: dict[str, CelType] = {
+    name: CelType(type_name) for name, type_name in (
+        ("int", "int"), ("uint", "uint"), ("double", "double"), ("bool", "bool"),
+        ("string", "string"), ("bytes", "bytes"), ("null", "null_type"), ("list", "list"),
+        ("map", "map"), ("timestamp", "google.protobuf.Timestamp"),
+        ("duration", "google.protobuf.Duration"), ("type", "type"),
+        ("optional_type", "optional_type"))
+}
+
+
+def type_of(value: Any) -> CelType:
+    """``type(x)``: the type of ``x`` as a value (``type(1) == int``)."""
+    return _TYPE_OF_KIND[kind(value)]
 
 
 def to_bool(value: Any) -> bool:

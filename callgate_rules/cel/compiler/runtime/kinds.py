@@ -14,12 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from callgate_rules.cel.errors import CelEvaluationError
-from callgate_rules.cel.values import URL, CelType, Optional, UInt
+from callgate_rules.cel.values import UINT64_MAX, URL, CelType, Optional, UInt
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-# cel-python's duration range (celtypes.DurationType.MaxSeconds): about ±10,000 years.
-DURATION_MAX_SECONDS = 315_576_000_000
+# cel-go's duration range: what int64 nanoseconds hold, about ±292 years.
+DURATION_MAX = timedelta(microseconds=(2**63 - 1) // 1000)
+DURATION_MAX_SECONDS = int(DURATION_MAX.total_seconds())
 
 # Python exceptions that a compiled expression may raise on its inlined fast paths (a missing
 # key, subscripting a non-map, an out-of-range timestamp). Wherever CEL absorbs or reports an
@@ -108,8 +109,14 @@ def checked_int(value: int) -> int:
     raise CelEvaluationError("integer overflow")
 
 
+def checked_uint(value: int) -> UInt:
+    if 0 <= value <= UINT64_MAX:
+        return UInt(value)
+    raise CelEvaluationError("unsigned integer overflow")
+
+
 def checked_duration(value: timedelta) -> timedelta:
-    if -DURATION_MAX_SECONDS <= value.total_seconds() <= DURATION_MAX_SECONDS:
+    if -DURATION_MAX <= value <= DURATION_MAX:
         return value
     raise CelEvaluationError("duration out of range")
 
