@@ -233,7 +233,7 @@ class _Compiler:
                 compiled = self.compiled[text] = compile_expression(text)
             except CelSyntaxError as error:
                 place = source.locate_in_scalar(path, error.line, error.column)
-                self.findings.append(Finding(place, "error", "cel-syntax",
+                self.findings.append(Finding(place, "error", error.code,
                                              f"{dotted(path)}: {error}"))
                 return None
         for problem, line, column in compiled.refused_patterns:
