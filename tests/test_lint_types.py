@@ -264,3 +264,33 @@ def test_a_variable_without_a_schema_is_never_a_type_error(run: Any) -> None:
     """``result`` comes from the destination: nothing is known of its shape."""
     findings, _, _ = run("has(order.id)")
     assert findings == []
+
+
+# The README's example ----------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MISTAKES = (('ticket.status != "closed"', 'ticket.status != "clsed"'),
+            ("ticket.team in assignee.teams", "ticket.team in assignee.team"),
+            ("timestamp(args.dueAt) > now", "args.dueAt > now"))
+
+
+def test_the_readme_lint_example_is_what_lint_prints(
+        ref: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from callgate_rules.cli import main
+
+    contracts, _ = ref.copy(tmp_path)
+    path = contracts / "createFollowUp.yaml"
+    text = path.read_text(encoding="utf-8")
+    for written, mistake in MISTAKES:
+        assert written in text
+        text = text.replace(written, mistake)
+    path.write_text(text, encoding="utf-8")
+    block = README.read_text(encoding="utf-8").split("<!-- lint-example -->\n```\n", 1)[1]
+    command, *expected = block.split("\n```", 1)[0].splitlines()
+    assert command == "$ callgate lint"
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["lint"])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == expected

@@ -454,11 +454,14 @@ class _Checker:
         if left.is_dyn or right.is_dyn or (left.is_numeric and right.is_numeric) or (
                 left.kind == right.kind and left.kind in ORDERED_KINDS):
             return _Typed(t.BOOL)
+        kinds = {left.kind, right.kind}
+        advice = next((f"; convert the text with {name}(...)" for name in ("timestamp",
+                       "duration") if kinds == {"string", name}), "")
         self.report(node, "error", "no-overload",
                     f"{render(node)}: {OPERATOR_SPELLING[node.function]} orders two numbers, "
                     "strings, bytes, bools, timestamps or durations of one kind; "
                     f"{render(node.args[0])} is {t.describe(left)} and "
-                    f"{render(node.args[1])} is {t.describe(right)}")
+                    f"{render(node.args[1])} is {t.describe(right)}{advice}")
         return _Typed(t.BOOL)
 
     def membership(self, node: syntax.Call, arguments: list[_Typed]) -> _Typed:

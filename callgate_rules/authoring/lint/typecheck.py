@@ -63,12 +63,15 @@ def _access_findings(compilation: Compilation, types: Mapping[str, Mapping[str, 
 def _place_findings(place: ExpressionPlace, types: Mapping[str, t.Type],
                     trees: dict[str, Node | None]) -> list[CheckFinding]:
     source = place.expression.source
-    if source not in trees:
-        try:
-            trees[source] = parser.parse(source)
-        except CelSyntaxError:
-            trees[source] = None  # the compiler reports it where it compiles the document
-    tree = trees[source]
+    # the compiled tree, with the named definitions expanded, where the expression has one
+    tree: Node | None = getattr(place.expression, "tree", None)
+    if tree is None:
+        if source not in trees:
+            try:
+                trees[source] = parser.parse(source)
+            except CelSyntaxError:
+                trees[source] = None  # the compiler reports it where it compiles the rule
+        tree = trees[source]
     if tree is None:
         return []
     variables = {name: types[name] for name in place.allowed if name in types}
