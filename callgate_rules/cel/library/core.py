@@ -2,8 +2,7 @@
 
 The signatures are for the type checker; the implementations are the compiler's runtime
 functions (``cel.compiler.runtime``), the same ones compiled code calls, so a call through
-the library and an inlined one cannot disagree. What the runtime lacks for ``uint``,
-``type()`` and ``dyn()`` is completed here, around the runtime's own function.
+the library and an inlined one cannot disagree.
 
 Operators carry cel-go's names (``_+_``, ``_==_``, ``@in``, ``_?_:_``); the compiler inlines
 ``&&``, ``||``, ``!`` and ``?:`` with CEL's error-absorbing evaluation order, so their
@@ -14,7 +13,6 @@ current spec's heterogeneous numeric comparison), hence the mixed overloads belo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,10 +24,8 @@ from callgate_rules.cel.compiler.runtime import (
     strings,
     timestamps,
 )
-from callgate_rules.cel.compiler.runtime.kinds import checked_int, kind, no_overload
-from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.compiler.runtime.kinds import no_overload
 from callgate_rules.cel.library.signatures import Function, Overload, global_, member
-from callgate_rules.cel.values import UINT64_MAX, CelType, UInt
 
 LIBRARY = "core"
 
@@ -42,62 +38,7 @@ _NUMBERS = ("int", "uint", "double")
 _ORDERED = ("int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration")
 
 
-# Conversions the runtime does not have, or has without uint ------------------------------
-
-
-def _uint(value: int) -> UInt:
-    if 0 <= value <= UINT64_MAX:
-        return UInt(value)
-    raise CelEvaluationError("unsigned integer overflow")
-
-
-def to_uint(value: Any) -> UInt:
-    """``uint(x)`` from an int, uint, double (truncated) or decimal text."""
-    value_kind = kind(value)
-    if value_kind in ("int", "uint"):
-        return _uint(int(value))
-    if value_kind == "double":
-        if math.isnan(value) or not (-1.0 < value < 2.0**64):
-            raise CelEvaluationError("uint() range error")
-        return _uint(int(math.trunc(value)))
-    if value_kind == "string":
-        text = str(value)
-        if not (text.isascii() and text.isdigit()):
-            raise CelEvaluationError(f"cannot convert {text!r} to uint")
-        return _uint(int(text))
-    raise no_overload("uint", value)
-
-
-def to_int(value: Any) -> int:
-    """``int(x)``: the runtime's, and from a uint within int64's range."""
-    if kind(value) == "uint":
-        return checked_int(int(value))
-    return conversions.to_int(value)
-
-
-def to_double(value: Any) -> float:
-    if kind(value) == "uint":
-        return float(int(value))
-    return conversions.to_double(value)
-
-
-def to_string(value: Any) -> str:
-    value_kind = kind(value)
-    if value_kind == "uint":
-        return str(int(value))
-    if value_kind == "type":
-        return str(value.name)
-    return conversions.to_string(value)
-
-
-_TYPE_OF_KIND = {"null": "null_type", "timestamp": "google.protobuf.Timestamp",
-                 "duration": "google.protobuf.Duration"}
-
-
-def type_of(value: Any) -> CelType:
-    """``type(x)``: ``int``, ``string``, ``list``, ``map``, ``type`` (the type of a type)..."""
-    value_kind = kind(value)
-    return CelType(_TYPE_OF_KIND.get(value_kind, value_kind))
+# Conversions ---------------------------------------------------------------------------------
 
 
 def dyn(value: Any) -> Any:
@@ -238,14 +179,14 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("matches", LIBRARY, (global_("matches", "string", "string", "bool"),
                                   member("matches_string", "string", "string", "bool")),
              strings.matches, "whether an RE2 pattern matches part of a string"),
-    _conversion("int", "int", ("int", "uint", "double", "string", "timestamp"), to_int,
+    _conversion("int", "int", ("int", "uint", "double", "string", "timestamp"), conversions.to_int,
                 "conversion to int (doubles truncate; range-checked)"),
-    _conversion("uint", "uint", ("uint", "int", "double", "string"), to_uint,
+    _conversion("uint", "uint", ("uint", "int", "double", "string"), conversions.to_uint,
                 "conversion to uint (doubles truncate; range-checked)"),
-    _conversion("double", "double", ("double", "int", "uint", "string"), to_double,
+    _conversion("double", "double", ("double", "int", "uint", "string"), conversions.to_double,
                 "conversion to double"),
     _conversion("string", "string", ("string", "int", "uint", "double", "bool", "bytes",
-                                     "timestamp", "duration"), to_string,
+                                     "timestamp", "duration"), conversions.to_string,
                 "conversion to string"),
     _conversion("bytes", "bytes", ("bytes", "string"), conversions.to_bytes,
                 "conversion to bytes (UTF-8)"),
@@ -257,7 +198,7 @@ FUNCTIONS: tuple[Function, ...] = (
                 "a timestamp from RFC 3339 text"),
     Function("dyn", LIBRARY, (global_("to_dyn", "A", "dyn"),), dyn,
              "the value itself, typed dyn for the checker"),
-    Function("type", LIBRARY, (global_("type", "A", "type(A)"),), type_of,
+    Function("type", LIBRARY, (global_("type", "A", "type(A)"),), conversions.type_of,
              "the type of a value, as a value"),
     _getter("getFullYear", "year", timestamps.get_full_year, "the year"),
     _getter("getMonth", "month", timestamps.get_month, "the month, 0 for January"),
