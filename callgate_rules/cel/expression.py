@@ -23,6 +23,7 @@ from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import Inline, compile_program
 from callgate_rules.cel.compiler.lowering import TYPE_NAMES, library_function
 from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, pattern_problem
+from callgate_rules.cel.definitions import Definitions
 
 # Re-exported: the errors are part of this interface (``from ...expression import
 # CelEvaluationError`` keeps working), though they live below the compiler, in ``errors``.
@@ -57,10 +58,14 @@ class CompiledExpression:
         return self.evaluate(variables)
 
 
-def compile_expression(source: str) -> CompiledExpression:
+def compile_expression(source: str,
+                       definitions: Definitions | None = None) -> CompiledExpression:
     """Parse and compile ``source`` once; the result is safe to share between threads.
-    Raises ``CelSyntaxError`` (or its subclass ``CelCompileError``) with the place."""
+    Raises ``CelSyntaxError`` (or its subclass ``CelCompileError``) with the place.
+    ``definitions``: the configuration's named definitions, expanded in the tree first."""
     tree = parse(source)
+    if definitions is not None:
+        tree = definitions.expand(tree)
     compiled = compile_program(tree, FUNCTIONS)
     references, guarded, variables = _references(tree)
     return CompiledExpression(

@@ -16,8 +16,15 @@ from typing import Any
 
 from jsonschema.exceptions import SchemaError
 
+from callgate_rules.cel.definitions import Definitions
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression, compile_expression
+from callgate_rules.documents.definitions import (
+    SharedDefinitions,
+    cel_text,
+    located,
+    shared_definitions,
+)
 from callgate_rules.documents.durations import parse_duration
 from callgate_rules.documents.findings import (
     Finding,
@@ -70,7 +77,7 @@ __all__ = [
     "load", "parse_duration",
 ]
 
-KINDS = ("ToolContract", "AccessPolicy", "RoutingTable")
+KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions")
 # Documents that live beside the policies but are not part of the gate.
 OTHER_KINDS = ("PolicyTest",)
 
@@ -128,6 +135,7 @@ def compile_paths(paths: str | Path | Iterable[str | Path]) -> Compilation:
 def compile_documents(sources: Iterable[SourceDocument]) -> Compilation:
     compiler = _Compiler()
     sources = tuple(sources)
+    compiler.define(located(sources))  # first: every rule may use them, in any file
     for source in sources:
         compiler.add(source)
     config = compiler.finish()
@@ -164,6 +172,9 @@ class _Compiler:
         # Identical CEL (``args.ticketId``, ``!has(ticket.deleted_at)``) recurs across
         # contracts; a CompiledExpression is immutable, so one per distinct text is enough.
         self.compiled: dict[str, CompiledExpression] = {}
+        self.shared = SharedDefinitions(Definitions({}, {}))
+        self.definition_documents: list[DocumentRef] = []
+        self.defined: set[int] = set()  # the Definitions documents valid against their schema
 
     # -- reporting
 
@@ -187,6 +198,11 @@ class _Compiler:
         if kind not in KINDS:
             self.error(source, ("kind",), "schema",
                        f"kind {kind!r} is not one of {', '.join(KINDS)}")
+            return
+        if kind == "Definitions":  # read by ``define`` before any document
+            if id(source) in self.defined:
+                self.definition_documents.append(self._ref(source))
+                self.documents.append(self.definition_documents[-1])
             return
         if not self._schema_valid(source, str(kind)):
             return
@@ -222,6 +238,22 @@ class _Compiler:
             location=source.locate(()),
         )
 
+    # -- Definitions
+
+    def define(self, sources: list[SourceDocument]) -> None:
+        """The configuration's named definitions; each compiled once on its own, so that
+        an error in one is reported at its own place."""
+        valid = [source for source in sources if self._schema_valid(source, "Definitions")]
+        self.defined = {id(source) for source in valid}
+        self.shared = shared_definitions(valid)
+        self.findings.extend(self.shared.findings)
+        definitions = self.shared.definitions
+        for name, (source, key) in sorted(self.shared.places.items()):
+            if name in definitions.names:
+                self._compiled(source, ("spec", "definitions", key),
+                               cel_text(source.data["spec"]["definitions"][key]))
+        definitions.used.clear()  # compiled on their own: not yet used by any rule
+
     # -- CEL and templates
 
     def expression(
@@ -229,13 +261,23 @@ class _Compiler:
     ) -> CompiledExpression | None:
         compiled = self.compiled.get(text)
         if compiled is None:
-            try:
-                compiled = self.compiled[text] = compile_expression(text)
-            except CelSyntaxError as error:
-                place = source.locate_in_scalar(path, error.line, error.column)
-                self.findings.append(Finding(place, "error", error.code,
-                                             f"{dotted(path)}: {error}"))
+            compiled = self._compiled(source, path, text)
+            if compiled is None:
                 return None
+            self.compiled[text] = compiled
+        return compiled
+
+    def _compiled(self, source: SourceDocument, path: NodePath,
+                  text: str) -> CompiledExpression | None:
+        """``text`` compiled with the configuration's definitions, or a finding at the
+        place of what is wrong."""
+        try:
+            compiled = compile_expression(text, self.shared.definitions)
+        except CelSyntaxError as error:
+            place = source.locate_in_scalar(path, error.line, error.column)
+            self.findings.append(Finding(place, "error", error.code,
+                                         f"{dotted(path)}: {error}"))
+            return None
         for problem, line, column in compiled.refused_patterns:
             place = source.locate_in_scalar(path, line, column)
             self.findings.append(Finding(place, "error", "regex", f"{dotted(path)}: {problem}"))
@@ -424,6 +466,7 @@ class _Compiler:
     # -- the end
 
     def finish(self) -> GateConfig | None:
+        self.findings.extend(self.shared.unused(self.shared.definitions.used))
         if any(f.severity == "error" for f in self.findings):
             return None
         actor_validator = (
@@ -454,6 +497,7 @@ class _Compiler:
             ),
             routing=self.routing or build_routing({}, None),
             documents=tuple(self.documents),
+            definition_documents=tuple(self.definition_documents),
         )
 
 

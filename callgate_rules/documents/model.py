@@ -383,6 +383,9 @@ class GateConfig:
     policies: AccessPolicies
     routing: Routing
     documents: tuple[DocumentRef, ...]
+    # The Definitions documents: their names may be used by any rule (already expanded in
+    # every compiled expression), so each takes part in every decision.
+    definition_documents: tuple[DocumentRef, ...] = ()
 
     def versions_for(self, tool: str | None) -> dict[str, str]:
         """The version of every document that takes part in a decision about ``tool``."""
@@ -390,7 +393,7 @@ class GateConfig:
         if tool and tool in self.contracts:
             ref = self.contracts[tool].document
             versions[ref.key] = ref.version
-        for ref in self.policies.documents:
+        for ref in (*self.policies.documents, *self.definition_documents):
             versions[ref.key] = ref.version
         if self.routing.document:
             versions[self.routing.document.key] = self.routing.document.version
