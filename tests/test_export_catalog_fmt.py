@@ -37,7 +37,12 @@ from callgate_rules.authoring.fmt import (
 )
 from callgate_rules.cli import main
 from callgate_rules.documents.compiler import load
-from callgate_rules.integrations.formats import TOOL_FORMATS, ToolDefinitionError, tool_definitions
+from callgate_rules.integrations.formats import (
+    TOOL_FORMATS,
+    ToolDefinitionError,
+    openai_strict_schema,
+    tool_definitions,
+)
 
 # A contract with what the reference contracts lack: nested objects, arrays of objects,
 # enums, a default, numeric bounds — and text that must be escaped in HTML.
@@ -164,11 +169,13 @@ print(json.dumps(problems))
 
 # sdk -> (the formats it checks, the code that imports its types)
 _SDK_CHECKS = {
-    "openai": (("openai", "openai-responses"), """
+    "openai": (("openai", "openai-responses", "openai-strict", "openai-responses-strict"), """
 from openai.types.chat import ChatCompletionToolParam
 from openai.types.responses import FunctionToolParam
 CHECKS = {"openai": typed_dict(ChatCompletionToolParam),
-          "openai-responses": typed_dict(FunctionToolParam)}
+          "openai-responses": typed_dict(FunctionToolParam),
+          "openai-strict": typed_dict(ChatCompletionToolParam),
+          "openai-responses-strict": typed_dict(FunctionToolParam)}
 """),
     "anthropic": (("anthropic",), """
 from anthropic.types import ToolParam
@@ -184,6 +191,8 @@ CHECKS = {"mcp": model(Tool)}
 _BROKEN = {
     "openai": {"type": "function", "function": {"description": "no name"}},
     "openai-responses": {"type": "function", "name": "noParameters"},
+    "openai-strict": {"type": "function", "function": {"description": "no name"}},
+    "openai-responses-strict": {"type": "function", "name": "noParameters"},
     "anthropic": {"name": "noSchema", "description": "input_schema is missing"},
     "mcp": {"name": "noSchema", "description": "inputSchema is missing"},
 }
@@ -233,7 +242,9 @@ def test_every_format_keeps_a_closed_object_schema(style: str, gate: Any,
             assert not {"oneOf", "anyOf", "allOf"} & set(schema)
             assert schema["additionalProperties"] is False
             contract = config.contracts[_name(tool)]
-            assert schema == contract.arguments_schema
+            # strict mode: the same schema in the subset it accepts (tests/frameworks)
+            assert schema == (openai_strict_schema(contract.arguments_schema)
+                              if style.endswith("-strict") else contract.arguments_schema)
             assert _description(tool) == contract.document.description
 
 
@@ -306,8 +317,8 @@ def test_cli_export_prints_json_and_writes_a_file(gate: Any, ref: Any, tmp_path:
 def test_cli_export_rejects_an_unknown_format() -> None:
     result = CliRunner().invoke(main, ["export", "--format", "gemini"])
     assert result.exit_code == 2
-    assert "'gemini' is not one of 'openai', 'openai-responses', 'anthropic', 'mcp'" in (
-        result.stderr)
+    assert "'gemini' is not one of 'openai', 'openai-responses', 'anthropic', 'mcp', " \
+        "'openai-strict', 'openai-responses-strict'" in result.stderr
 
 
 # catalog --------------------------------------------------------------------------------------

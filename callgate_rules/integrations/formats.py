@@ -301,13 +301,13 @@ TOOL_FORMATS: Mapping[str, ToolFormat] = {
                                    _OPENAI_NAME_RULE, False),
     "anthropic": ToolFormat("Anthropic", anthropic_tool, _OPENAI_NAME, _OPENAI_NAME_RULE,
                             False),
+    "mcp": ToolFormat("MCP", mcp_tool, re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
+                      "letters, digits, _, - and ., at most 128 characters", True),
     "openai-strict": ToolFormat("OpenAI Chat Completions (strict)", openai_strict_tool,
                                 _OPENAI_NAME, _OPENAI_NAME_RULE, False),
     "openai-responses-strict": ToolFormat("OpenAI Responses (strict)",
                                           openai_responses_strict_tool, _OPENAI_NAME,
                                           _OPENAI_NAME_RULE, False),
-    "mcp": ToolFormat("MCP", mcp_tool, re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
-                      "letters, digits, _, - and ., at most 128 characters", True),
 }
 
 _COMBINATORS = ("oneOf", "anyOf", "allOf")
