@@ -302,7 +302,9 @@ class Gate:
         seconds = contract.confirmation.expires_seconds or \
             self.config.routing.confirmation_expires_seconds
         expires_at = now + timedelta(seconds=seconds)
-        receipt = self.store.hold_for_confirmation(operation, expires_at=expires_at, now=now)
+        text = draft(contract, progress.variables)  # kept in the receipt for a review page
+        receipt = self.store.hold_for_confirmation(operation, expires_at=expires_at, now=now,
+                                                   detail=text)
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
             # The same call was already confirmed and run within this request.
             ending: Ending = machine.run()
@@ -312,7 +314,7 @@ class Gate:
         progress.trace.append(("route", "confirmation", "draft held",
                                f"until {expires_at.isoformat()}"))
         return replace(decision, operation_id=operation.operation_id,
-                       draft=draft(contract, progress.variables), confirmation_token=token,
+                       draft=text, confirmation_token=token,
                        trace=trace_entries(tuple(progress.trace)),
                        log={**decision.log, "operation_id": operation.operation_id,
                             "receipt_state": str(receipt.state)})
