@@ -9,9 +9,11 @@ from pathlib import Path
 
 import click
 
-from callgate_rules.authoring.lint import FORMATS, render
+from callgate_rules.authoring.lint import CHECKS, FORMATS, render
 from callgate_rules.authoring.lint import lint as run_lint
+from callgate_rules.cli.progress import progress
 from callgate_rules.documents.compiler import load
+from callgate_rules.documents.source import iter_yaml_files
 from callgate_rules.errors import InputError
 from callgate_rules.integrations.formats import TOOL_FORMATS
 
@@ -40,8 +42,12 @@ def lint(paths: tuple[Path, ...], output_format: str, since: str | None,
     """
     if allow_removed and since is None:
         raise InputError("--allow-removed only applies with --since GIT_REF")
-    findings = run_lint(paths or _default_paths(), since=since, allow_removed=allow_removed,
-                        notes=notes)
+    documents = list(paths or _default_paths())
+    files = sum(1 for _ in iter_yaml_files(documents))
+    with progress(files + len(CHECKS), "linting",
+                  "json" if output_format in ("json", "sarif") else "text") as advanced:
+        findings = run_lint(documents, since=since, allow_removed=allow_removed, notes=notes,
+                            advanced=advanced)
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = sum(1 for f in findings if f.severity == "warning")
     report = render(findings, output_format)

@@ -9,7 +9,7 @@ AccessPolicies; the RoutingTable is built by ``routing``, findings are said by `
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,8 @@ def load(paths: str | Path | Iterable[str | Path]) -> GateConfig:
     return compilation.config
 
 
-def compile_paths(paths: str | Path | Iterable[str | Path]) -> Compilation:
+def compile_paths(paths: str | Path | Iterable[str | Path], *,
+                  advanced: Callable[[int], None] | None = None) -> Compilation:
     # A single path is one path: a string is iterable, and its characters are not paths.
     listed = [paths] if isinstance(paths, str | Path) else list(paths)
     sources: list[SourceDocument] = []
@@ -124,7 +125,7 @@ def compile_paths(paths: str | Path | Iterable[str | Path]) -> Compilation:
             sources.extend(read_documents(file))
         except InputError as error:
             findings.append(finding_from_input_error(str(error), str(file)))
-    compilation = compile_documents(sources)
+    compilation = compile_documents(sources, advanced=advanced)
     return replace(
         compilation,
         config=compilation.config if not findings else None,
@@ -132,12 +133,18 @@ def compile_paths(paths: str | Path | Iterable[str | Path]) -> Compilation:
     )
 
 
-def compile_documents(sources: Iterable[SourceDocument]) -> Compilation:
+def compile_documents(sources: Iterable[SourceDocument], *,
+                      advanced: Callable[[int], None] | None = None) -> Compilation:
+    """Compile ``sources``; ``advanced(1)`` after each file's last document (a progress
+    bar's ``update``)."""
     compiler = _Compiler()
     sources = tuple(sources)
     compiler.define(located(sources))  # first: every rule may use them, in any file
-    for source in sources:
+    for index, source in enumerate(sources):
         compiler.add(source)
+        if advanced is not None and (index + 1 == len(sources)
+                                     or sources[index + 1].path != source.path):
+            advanced(1)
     config = compiler.finish()
     return Compilation(
         config,

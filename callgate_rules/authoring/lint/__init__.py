@@ -96,17 +96,21 @@ def lint(
     since: str | None = None,
     allow_removed: Iterable[str] = (),
     notes: bool = False,
+    advanced: Callable[[int], None] | None = None,
 ) -> list[Finding]:
     """Every finding for the documents under ``paths``; with ``since`` (a git revision), also
     the documents that changed since then without raising ``metadata.version``. Severities:
     ``error`` (fails on every call it reaches, or the documents do not load), ``warning``
     (almost surely not what was meant) and, with ``notes``, ``note`` (a suggestion, such as
-    declaring a schema)."""
+    declaring a schema). ``advanced(1)`` is called after each file is compiled and after
+    each check (a progress bar of ``len(files) + len(CHECKS)``)."""
     paths = list(paths)
-    compilation = compile_paths(paths)
+    compilation = compile_paths(paths, advanced=advanced)
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(compilation))
+        if advanced is not None:
+            advanced(1)
     cascade = broken(compilation)
     findings += explained_by_traps(
         [f for f in compilation.findings if not cascade.explains(f)], findings)
