@@ -5,49 +5,87 @@
     gate = Gate.from_paths("contracts", "policies", resolvers=..., executors=...,
                            finder=..., store=open_store("sqlite:///receipts.sqlite3"))
     decision = gate.handle(model_output, actor=session_actor, request_id=request.id, run=run)
+
+Every name below is imported when it is first used (PEP 562), so ``import callgate_rules``
+costs a command, a CI job or a serverless cold start nothing it does not use:
+``tests/test_import_set.py`` holds the modules a plain import loads to none at all.
 """
 
-from callgate_rules.documents.compiler import Finding, load
-from callgate_rules.errors import (
-    AfterSending,
-    BeforeSending,
-    CallgateError,
-    ConfigError,
-    ConfirmationError,
-    ConnectionLost,
-    InputError,
-    LeaseLost,
-    OperationIdReused,
-    OutcomeTimeout,
-    RateLimited,
-    Refused,
-    StateConflict,
-    StoreConfigError,
-    StoreError,
-    ToolError,
-    Unavailable,
-)
-from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.integrations.decision_log import DecisionLog
-from callgate_rules.integrations.formats import (
-    ToolDefinitionError,
-    anthropic_tool,
-    anthropic_tool_result,
-    mcp_tool,
-    openai_function_call_output,
-    openai_responses_tool,
-    openai_tool,
-    openai_tool_message,
-    tool_definitions,
-    tool_result_text,
-)
-from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
-from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
-from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
-from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.route import Run
-from callgate_rules.store import open_store
-from callgate_rules.taxonomy import ErrorClass, Route
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from callgate_rules.documents.compiler import Finding, load
+    from callgate_rules.errors import (
+        AfterSending,
+        BeforeSending,
+        CallgateError,
+        ConfigError,
+        ConfirmationError,
+        ConnectionLost,
+        InputError,
+        LeaseLost,
+        OperationIdReused,
+        OutcomeTimeout,
+        RateLimited,
+        Refused,
+        StateConflict,
+        StoreConfigError,
+        StoreError,
+        ToolError,
+        Unavailable,
+    )
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.integrations.decision_log import DecisionLog
+    from callgate_rules.integrations.formats import (
+        ToolDefinitionError,
+        anthropic_tool,
+        anthropic_tool_result,
+        mcp_tool,
+        openai_function_call_output,
+        openai_responses_tool,
+        openai_tool,
+        openai_tool_message,
+        tool_definitions,
+        tool_result_text,
+    )
+    from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
+    from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
+    from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
+    from callgate_rules.pipeline.gate import Gate
+    from callgate_rules.pipeline.route import Run
+    from callgate_rules.store import open_store
+    from callgate_rules.taxonomy import ErrorClass, Route
+
+    __version__: str
+
+# Where each public name is defined.
+_EXPORTED_FROM = {
+    **dict.fromkeys(("Finding", "load"), "callgate_rules.documents.compiler"),
+    **dict.fromkeys((
+        "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",
+        "ConnectionLost", "InputError", "LeaseLost", "OperationIdReused", "OutcomeTimeout",
+        "RateLimited", "Refused", "StateConflict", "StoreConfigError", "StoreError",
+        "ToolError", "Unavailable"), "callgate_rules.errors"),
+    "WorldResolvers": "callgate_rules.harness.world",
+    "DecisionLog": "callgate_rules.integrations.decision_log",
+    **dict.fromkeys((
+        "ToolDefinitionError", "anthropic_tool", "anthropic_tool_result", "mcp_tool",
+        "openai_function_call_output", "openai_responses_tool", "openai_tool",
+        "openai_tool_message", "tool_definitions", "tool_result_text"),
+        "callgate_rules.integrations.formats"),
+    **dict.fromkeys(("ConversationError", "ReadingLimits", "Sealer"),
+                    "callgate_rules.integrations.provenance"),
+    **dict.fromkeys(("Decision", "ShadowVerdict", "TraceEntry"),
+                    "callgate_rules.pipeline.decision"),
+    **dict.fromkeys(("ExecutionRequest", "Executor", "Finder"), "callgate_rules.pipeline.execute"),
+    "Gate": "callgate_rules.pipeline.gate",
+    "Run": "callgate_rules.pipeline.route",
+    "open_store": "callgate_rules.store",
+    **dict.fromkeys(("ErrorClass", "Route"), "callgate_rules.taxonomy"),
+}
 
 __all__ = [
     "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",
@@ -59,5 +97,30 @@ __all__ = [
     "TraceEntry", "Unavailable", "openai_responses_tool",
     "WorldResolvers", "anthropic_tool", "anthropic_tool_result", "load", "mcp_tool",
     "open_store", "openai_function_call_output", "openai_tool", "openai_tool_message",
-    "tool_definitions",
+    "tool_definitions", "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use and kept here after that."""
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _EXPORTED_FROM:
+        value = getattr(import_module(_EXPORTED_FROM[name]), name)
+    else:
+        raise AttributeError(f"module 'callgate_rules' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("callgate-rules")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
