@@ -29,7 +29,7 @@ def modules_after(statement: str) -> set[str]:
     script = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     finished = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                               text=True, check=True, timeout=120)
-    return set(json.loads(finished.stdout))
+    return set(json.loads(finished.stdout.strip().splitlines()[-1]))  # after what it printed
 
 
 def third_party(modules: set[str]) -> set[str]:
@@ -68,3 +68,28 @@ def test_every_public_name_is_there_when_asked_for(name: str) -> None:
 def test_a_name_that_is_not_exported_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Gates'"):
         callgate_rules.Gates  # noqa: B018 - the attribute access is the test
+
+
+def test_the_command_table_names_every_command_where_it_is_defined() -> None:
+    from importlib import import_module
+
+    from callgate_rules.cli import COMMAND_MODULES
+
+    defined = {command.name: module for module in set(COMMAND_MODULES.values())
+               for command in import_module(f"callgate_rules.cli.{module}").COMMANDS}
+    assert defined == COMMAND_MODULES
+
+
+def test_checking_one_call_loads_neither_lint_nor_the_store_commands_nor_the_service() -> None:
+    loaded = modules_after(
+        "import sys\n"
+        "from callgate_rules.cli import main\n"
+        "sys.argv = ['callgate', 'check', '--call', 'examples/calls/create_follow_up.json',"
+        " '--actor', 'examples/actors/dana.yaml', '--world', 'examples/world.yaml',"
+        " '--now', '2026-11-29T12:00:00Z']\n"
+        "try:\n    main()\nexcept SystemExit as end:\n    assert end.code == 0, end.code")
+
+    assert {"callgate_rules.cli.authoring", "callgate_rules.cli.store",
+            "callgate_rules.cli.serve", "callgate_rules.cli.gateway",
+            "callgate_rules.authoring.lint"} & loaded == set()
+    assert third_party(loaded) & (NEVER_FOR_A_DECISION - {"click"}) == set()

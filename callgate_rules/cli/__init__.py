@@ -17,12 +17,24 @@ from __future__ import annotations
 
 import io
 import sys
+from importlib import import_module
 from typing import Any
 
 import click
 
-from callgate_rules.cli import authoring, gateway, harness, replay, serve, store
 from callgate_rules.errors import CallgateError, ConfigError
+
+# Where each command is defined. A command's module is imported when the command runs (or
+# help lists it), so ``callgate check`` never loads lint, the store, the gateway or the
+# service; tests/test_import_set.py holds this table to each module's COMMANDS.
+COMMAND_MODULES = {
+    **dict.fromkeys(("check", "simulate", "test", "eval"), "harness"),
+    **dict.fromkeys(("lint", "fmt", "export", "catalog"), "authoring"),
+    **dict.fromkeys(("receipts", "review"), "store"),
+    **dict.fromkeys(("gateway", "init"), "gateway"),
+    "replay": "replay",
+    **dict.fromkeys(("serve", "hash-password"), "serve"),
+}
 
 
 class CallgateGroup(click.Group):
@@ -31,6 +43,16 @@ class CallgateGroup(click.Group):
     Every command and sub-group runs inside ``invoke`` of the top group, so catching here
     covers them all; click's own usage errors never reach it (click reports them, exit 2).
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            module = import_module(f"callgate_rules.cli.{COMMAND_MODULES[cmd_name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         # Text from the model or a file may hold what the terminal's encoding cannot show
@@ -61,7 +83,3 @@ def show_error(error: CallgateError) -> None:
 def main() -> None:
     """callgate — a declarative gate between a model's proposed tool call and its action."""
 
-
-for command in (*harness.COMMANDS, *authoring.COMMANDS, *store.COMMANDS, *gateway.COMMANDS,
-                *replay.COMMANDS, *serve.COMMANDS):
-    main.add_command(command)
