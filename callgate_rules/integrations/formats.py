@@ -211,11 +211,15 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` accepting null as well: how strict mode says a field may be left out."""
+    """``schema`` accepting null as well: how strict mode says a field may be left out (a
+    scalar type gains ``"null"``; an object, an array or an enum is wrapped in ``anyOf``)."""
     if _accepts_null(schema):
         return schema
     kind = schema.get("type")
-    if isinstance(kind, str | list) and "enum" not in schema and "const" not in schema:
+    scalar = kind not in ("object", "array") and not (isinstance(kind, list) and (
+        "object" in kind or "array" in kind))
+    if isinstance(kind, str | list) and scalar and "enum" not in schema \
+            and "const" not in schema:
         schema["type"] = [*([kind] if isinstance(kind, str) else kind), "null"]
         return schema
     if isinstance(schema.get("anyOf"), list) and "type" not in schema:
