@@ -11,6 +11,7 @@ and an optional (cel-go's optionals library) is either a value or none.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
 UINT64_MAX = 2**64 - 1
@@ -67,3 +68,43 @@ class URL:
 
     def __repr__(self) -> str:
         return f"url({self.text!r})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IP:
+    """An IP address (``ip('192.168.0.1')``, cel-go's network library, type ``net.IP``).
+    An IPv4-mapped IPv6 address equals its IPv4 address, as in cel-go."""
+
+    address: IPv4Address | IPv6Address
+
+    def _unmapped(self) -> IPv4Address | IPv6Address:
+        if isinstance(self.address, IPv6Address) and self.address.ipv4_mapped is not None:
+            return self.address.ipv4_mapped
+        return self.address
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IP) and self._unmapped() == other._unmapped()
+
+    def __hash__(self) -> int:
+        return hash(self._unmapped())
+
+    def __str__(self) -> str:
+        return str(self.address)
+
+    def __repr__(self) -> str:
+        return f"ip({str(self.address)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class CIDR:
+    """An IP address with a prefix length (``cidr('192.168.0.0/24')``, type ``net.CIDR``);
+    the address keeps its host bits, as written (``masked()`` clears them)."""
+
+    address: IPv4Address | IPv6Address
+    prefix: int
+
+    def __str__(self) -> str:
+        return f"{self.address}/{self.prefix}"
+
+    def __repr__(self) -> str:
+        return f"cidr({str(self)!r})"

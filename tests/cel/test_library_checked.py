@@ -10,7 +10,7 @@ from callgate_rules.cel import checker
 from callgate_rules.cel import types as cel_types
 from callgate_rules.cel.parser import parse
 
-ARGUMENTS = {"type": "object", "properties": {
+ARGUMENTS = {"type": "object", "required": ["text", "tags", "amounts", "delta"], "properties": {
     "text": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
     "amounts": {"type": "array", "items": {"type": "number"}}, "delta": {"type": "number"},
 }}
@@ -37,6 +37,9 @@ WELL_TYPED = [
     "'a1'.find('[0-9]') == '1'", "'a1b2'.findAll('[0-9]', 1)",
     "url('https://a').getQuery()['k'][0] == 'v'", "isURL(args.text)",
     "url(args.text).getHostname() == 'example.com'",
+    # network
+    "cidr('10.0.0.0/8').containsIP(args.text)", "ip(args.text).family() == 4",
+    "cidr('10.0.0.0/8').masked().prefixLength() == 8", "isCIDR(args.text)",
     # core
     "uint(1) == 1u", "type(1) == int", "dyn(1) == 1", "size('ab') == 2",
     "timestamp('2020-01-01T00:00:00Z').getHours('UTC') == 0", "duration('1h').getMinutes() > 1",
@@ -59,6 +62,7 @@ def test_documented_calls_type_check(source: str) -> None:
     ("math.bitAnd(1, 1u)", "no-overload"),
     ("sets.contains(1, [1])", "no-overload"),
     ("lists.range(1.5)", "no-overload"),
+    ("ip('1.2.3.4').containsIP('1.2.3.4')", "no-overload"),
     ("args.text.splt(' ')", "unknown-function"),
     ("math.greates(1, 2)", "unknown-function"),
 ])

@@ -16,7 +16,7 @@ from callgate_rules.cel.library import FUNCTIONS, lookup, nearest
 from callgate_rules.cel.values import UINT64_MAX, CelType, UInt
 
 LIBRARIES = {"core", "strings", "lists", "sets", "math", "regex", "encoders", "optionals",
-             "kubernetes"}
+             "kubernetes", "network"}
 
 
 def call(name: str, *arguments: Any) -> Any:

@@ -66,6 +66,8 @@ CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                  {"data": "aGVsbG8="}, {"data": "aGk="}),
     "optionals": ("optional.ofNonZeroValue(args.text).hasValue()",
                   {"text": "x"}, {"text": ""}),
+    "network": ("cidr('10.0.0.0/8').containsIP(args.text) && ip(args.text).isGlobalUnicast()",
+                {"text": "10.1.2.3"}, {"text": "192.168.0.1"}),
     "kubernetes": ("isURL(args.link) && url(args.link).getHostname() == 'example.com' && "
                    "args.amounts.sum() <= 10 && args.amounts.isSorted()",
                    {"link": "https://example.com:8443/a", "amounts": [1, 2.5, 3]},

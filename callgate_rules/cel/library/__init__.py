@@ -8,7 +8,8 @@ refused when the expression is compiled, with the nearest known name as the sugg
 Type strings in signatures: ``int``, ``uint``, ``double``, ``bool``, ``string``, ``bytes``,
 ``null_type``, ``timestamp``, ``duration``, ``type``, ``dyn``, ``list(T)``, ``map(K, V)``,
 ``optional_type(T)``, ``type(T)`` (the type of a type value: ``type(1)`` is ``type(int)``),
-``kubernetes.URL`` (Kubernetes' URL values, ``cel.values.URL``), and single capital letters
+``kubernetes.URL`` (Kubernetes' URL values, ``cel.values.URL``), ``net.IP`` and
+``net.CIDR`` (``cel.values.IP``, ``CIDR``), and single capital letters
 (``A``, ``B``, ``K``, ``V``, ``T``) as type parameters.
 
 Libraries: ``core`` (the CEL specification's standard functions and operators, by cel-go's
@@ -40,6 +41,7 @@ from callgate_rules.cel.library import (
     kubernetes,
     lists,
     math,
+    network,
     optionals,
     regex,
     sets,
@@ -50,7 +52,8 @@ from callgate_rules.cel.library.signatures import Function, Overload
 __all__ = ["FUNCTIONS", "Function", "Overload", "lookup", "nearest"]
 
 # In registration order: a later library may extend an earlier one's function.
-_LIBRARIES = (core, strings, lists, sets, math, regex, encoders, optionals, kubernetes)
+_LIBRARIES = (core, strings, lists, sets, math, regex, encoders, optionals, kubernetes,
+              network)
 
 
 def _registry() -> dict[str, Function]:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from callgate_rules.cel.errors import CelEvaluationError
-from callgate_rules.cel.values import UINT64_MAX, URL, CelType, Optional, UInt
+from callgate_rules.cel.values import CIDR, IP, UINT64_MAX, URL, CelType, Optional, UInt
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -52,6 +52,8 @@ _KIND_OF_TYPE: dict[type, str] = {
     CelType: "type",
     Optional: "optional_type",
     URL: "kubernetes.URL",
+    IP: "net.IP",
+    CIDR: "net.CIDR",
 }
 
 
