@@ -187,17 +187,17 @@ def free_locals(node: Node) -> frozenset[str]:
     """Iteration variables that ``node`` reads but does not bind itself."""
     if isinstance(node, Local):
         return frozenset({node.name})
-    found: frozenset[str] = frozenset()
-    for child in children(node):
-        found |= free_locals(child)
-    if isinstance(node, Comprehension):
+    if isinstance(node, Comprehension):  # each part once: nested macros stay linear
         body: frozenset[str] = frozenset()
         for part in (node.predicate, node.transform):
             if part is not None:
                 body |= free_locals(part)
-        found = free_locals(node.range) | (body - {node.variable, node.variable2 or ""})
+        return free_locals(node.range) | (body - {node.variable, node.variable2 or ""})
     if isinstance(node, Bind):
-        found = free_locals(node.init) | (free_locals(node.body) - {node.variable})
+        return free_locals(node.init) | (free_locals(node.body) - {node.variable})
+    found: frozenset[str] = frozenset()
+    for child in children(node):
+        found |= free_locals(child)
     return found
 
 
