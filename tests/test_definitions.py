@@ -146,18 +146,17 @@ def test_expansion_is_the_same_tree_as_writing_it_out(amount: int, tier: str) ->
 
 REPO = Path(__file__).resolve().parents[1]
 
-TABLES_DOCUMENT = """\
-apiVersion: callgate/v1
-kind: Definitions
-metadata: {name: payment-tables, version: "1.2.0", owner: finance-ops@example.com,
-           description: limits shared by the payment rules}
-spec:
-  definitions:
-    staff_roles: [agent, supervisor]
-    limit_by_currency: {EUR: 5000, USD: 5500, GBP: 4000}
-    within_limit(amount, currency): amount <= limit_by_currency[currency]
-    is_staff(who): who.role in staff_roles
-"""
+def readme_block(first_line: str) -> str:
+    """The README's YAML block that starts with ``first_line``: the README shows what runs."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```yaml\n" + first_line) + len("```yaml\n")
+    return readme[start:readme.index("```", start)]
+
+
+# The README's example, run here as the tests' configuration.
+TABLES_DOCUMENT = readme_block("# policies/payment_tables.yaml")
+NEXT_LINE = TABLES_DOCUMENT.count("\n") + 1  # the line a definition appended to it is on
+
 
 LIMIT_RULE = """\
     - name: within-the-currencys-limit
@@ -207,7 +206,7 @@ def test_rules_of_several_documents_use_the_shared_definitions(tmp_path: Path) -
     assert decide(config, 10.0, actor={**DANA, "role": "viewer"})[0] == "forbidden"
     # the definitions' document takes part in every decision it can change
     decision_versions = config.versions_for("sendPayment")
-    assert decision_versions["Definitions/payment-tables"] == "1.2.0"
+    assert decision_versions["Definitions/payment-tables"] == "1.0.0"
     rule = next(r for r in config.contracts["sendPayment"].rules
                 if r.name == "within-the-currencys-limit")
     assert {("args", "amount"), ("args", "currency")} <= set(rule.expression.references)
@@ -217,7 +216,7 @@ def test_lint_passes_the_shared_definitions_and_reports_an_unused_one(tmp_path: 
     contracts, policies = configuration(tmp_path, TABLES_DOCUMENT + "    unused_fee: 2.5\n")
     findings = [str(f) for f in compile_paths([contracts, policies]).findings]
     assert len(findings) == 1 and "unused-definition" in findings[0], findings
-    assert "tables.yaml:11:" in findings[0] and "'unused_fee'" in findings[0]
+    assert f"tables.yaml:{NEXT_LINE}:" in findings[0] and "'unused_fee'" in findings[0]
     result = CliRunner().invoke(main, ["lint", str(contracts), str(policies)])
     assert result.exit_code == 0, result.output
 
@@ -228,11 +227,11 @@ def test_lint_passes_the_shared_definitions_and_reports_an_unused_one(tmp_path: 
      ["sendPayment.yaml:", "takes 2 argument(s), 1 given"]),
     # a cycle, at the definition's key
     (TABLES_DOCUMENT + "    a: b + 1\n    b: a * 2\n", LIMIT_RULE,
-     ["tables.yaml:11:", "uses itself: a → b → a"]),
+     [f"tables.yaml:{NEXT_LINE}:", "uses itself: a → b → a"]),
     # an error inside a definition is reported in it, even before any rule uses it
-    (TABLES_DOCUMENT + "    broken(x): x +\n", LIMIT_RULE, ["tables.yaml:11:", "broken"]),
+    (TABLES_DOCUMENT + "    broken(x): x +\n", LIMIT_RULE, [f"tables.yaml:{NEXT_LINE}:", "broken"]),
     (TABLES_DOCUMENT + "    'bad name': 1\n", LIMIT_RULE,
-     ["tables.yaml:11:", "write a name (letters, digits, _)"]),
+     [f"tables.yaml:{NEXT_LINE}:", "write a name (letters, digits, _)"]),
     (TABLES_DOCUMENT + "    args: 1\n", LIMIT_RULE, ["a name every rule already has"]),
 ])
 def test_what_is_wrong_is_said_at_its_file_and_line(tmp_path: Path, definitions: str,
