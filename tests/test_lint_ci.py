@@ -425,7 +425,7 @@ def test_every_finding_code_in_the_package_has_a_description() -> None:
                                 source))
         codes |= set(re.findall(r'self\.(?:error|warning)\(\s*source,\s*(?:\([^)]*\)|\w+),'
                                 r'\s*"([a-z][a-z-]*)"', source))
-    assert {"yaml", "schema", "cel-syntax", "never-fires", "removed-tool", "no-overload",
+    assert {"yaml", "schema", "never-fires", "removed-tool", "no-overload",
             "impossible-comparison", "undeclared-schema"} <= codes
     assert sorted(codes - set(CODE_DESCRIPTIONS)) == []
 

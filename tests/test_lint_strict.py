@@ -297,6 +297,7 @@ def test_a_null_value_outside_properties_written_with_a_colon_is_no_trap(project
     ("has(args.meta.tag) && args.meta.tag != ''", "args.meta"),
     ("has(args.meta) && has(args.meta.tag) && args.meta.source != ''", "args.meta.source"),
     ("has(args.meta) && has(args.meta.source) && args.meta.tag != ''", "args.meta.tag"),
+    ("has(args.meta) && (has(args.meta.tag) || args.meta.tag != '')", "args.meta.tag"),
 ])
 def test_has_credits_exactly_the_field_it_guards(project: Any, expression: str,
                                                   unguarded: str) -> None:
@@ -309,6 +310,8 @@ def test_has_credits_exactly_the_field_it_guards(project: Any, expression: str,
     "has(args.meta) && has(args.meta.tag) && args.meta.tag != ''",
     "has(args.meta) && has(args.meta.source) && args.meta.source != ''",
     "\"!has(note_ticket.closed_at) || note_ticket.closed_at == ''\"",
+    "args.meta.tag != '' && has(args.meta.tag) && has(args.meta)",  # && absorbs the error
+    "\"has(args.meta) ? (has(args.meta.tag) ? args.meta.tag : '') == '' : true\"",
 ])
 def test_each_guarded_optional_field_is_clean(project: Any, expression: str) -> None:
     assert project.run(expression) == []

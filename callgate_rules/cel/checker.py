@@ -10,7 +10,8 @@ finding at the line and column of the node inside the expression:
   fields and the nearest one), ``not-a-condition`` (``&&`` on a non-bool);
 - warnings: ``impossible-comparison``, a comparison that can never be true (or ``!=`` that
   is always true) for the declared types: ``string == int``, a value outside a field's
-  ``enum``, ``null`` against a field that can never be null.
+  ``enum``, ``null`` against a field that can never be null; ``unguarded-optional-field``,
+  an optional field read where no ``has()`` makes sure of it (``cel.guards``).
 
 Where a type is not known the checker says nothing: a variable without a schema, a field
 of an open object, the result of ``dyn(...)`` are ``dyn``, which every overload accepts.
@@ -30,19 +31,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate_rules.cel import library, syntax
+from callgate_rules.cel import guards, library, syntax
 from callgate_rules.cel import types as t
 from callgate_rules.cel.checker_macros import check_macro
 from callgate_rules.cel.library import Function, Overload
 from callgate_rules.cel.types import Field, Type
+from callgate_rules.cel.unparse import OPERATOR_SPELLING, literal_text, render, signature
 
 ORDERINGS = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 ORDERED_KINDS = frozenset({"string", "bytes", "bool", "timestamp", "duration"})
-OPERATOR_SPELLING = {
-    "_+_": "+", "_-_": "-", "_*_": "*", "_/_": "/", "_%_": "%", "-_": "unary -", "!_": "!",
-    "_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">=",
-    "@in": "in", "_&&_": "&&", "_||_": "||", "_?_:_": "?:", "_[_]": "[]",
-}
 TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
                         "null_type", "type", "dyn"})
 COMPREHENSIONS = frozenset({"all", "exists", "exists_one", "existsOne", "filter", "map",
@@ -101,66 +98,13 @@ def check(tree: syntax.Node, environment: Environment) -> CheckResult:
     return CheckResult(typed.type, tuple(findings))
 
 
-def render(node: syntax.Node) -> str:
-    """The node as CEL text, for messages (``args.name.split(" ")``)."""
-    if isinstance(node, syntax.Literal):
-        return _literal_text(node.value)
-    if isinstance(node, syntax.Ident):
-        return node.name
-    if isinstance(node, syntax.Select):
-        return f"{render(node.operand)}.{'?' if node.optional else ''}{node.field}"
-    if isinstance(node, syntax.Index):
-        return f"{render(node.operand)}[{'?' if node.optional else ''}{render(node.index)}]"
-    if isinstance(node, syntax.Call | syntax.Macro):
-        arguments = ", ".join(render(argument) for argument in node.args)
-        spelled = OPERATOR_SPELLING.get(node.function if isinstance(node, syntax.Call)
-                                        else "")
-        if spelled and isinstance(node, syntax.Call) and node.target is None:
-            return _operator_text(spelled, node.args)
-        name = node.function if isinstance(node, syntax.Call) else node.name
-        prefix = f"{render(node.target)}." if node.target is not None else ""
-        return f"{prefix}{name}({arguments})"
-    if isinstance(node, syntax.ListLiteral):
-        return "[" + ", ".join(render(element) for element in node.elements) + "]"
-    if isinstance(node, syntax.MapLiteral):
-        return "{" + ", ".join(f"{render(e.key)}: {render(e.value)}"
-                               for e in node.entries) + "}"
-    return node.type_name + "{...}"
-
-
-def _operator_text(spelled: str, args: tuple[syntax.Node, ...]) -> str:
-    if spelled == "?:" and len(args) == 3:
-        return f"{render(args[0])} ? {render(args[1])} : {render(args[2])}"
-    if len(args) == 1:
-        return f"{spelled.removeprefix('unary ')}{render(args[0])}"
-    return f" {spelled} ".join(render(argument) for argument in args)
-
-
-def _literal_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
-
-
-def signature(name: str, overload: Overload) -> str:
-    """``string.split(string) -> list(string)``, ``size(list(A)) -> int``."""
-    parameters = list(overload.parameters)
-    if overload.member and parameters:
-        receiver = parameters.pop(0)
-        return f"{receiver}.{name}({', '.join(parameters)}) -> {overload.result}"
-    spelled = OPERATOR_SPELLING.get(name, name)
-    return f"{spelled}({', '.join(parameters)}) -> {overload.result}"
-
-
 class _Checker:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.functions = environment.functions
         self.findings: list[CheckFinding] = []
+        self.guards: frozenset[str] = frozenset()  # what a has() has made sure of, here
+        self.unguarded: set[str] = set()  # optional fields already reported
 
     # -- reporting
 
@@ -215,7 +159,33 @@ class _Checker:
     def select(self, node: syntax.Select, scope: Mapping[str, Type]) -> _Typed:
         operand = self.node(node.operand, scope).type
         typed = self.field(node, operand, node.field, node.operand)
-        return _Typed(t.optional_of(typed.type), None) if node.optional else typed
+        if node.optional:
+            return _Typed(t.optional_of(typed.type), None)
+        if typed.field is not None and not typed.field.required:
+            self.optional_read(node)
+        return typed
+
+    def optional_read(self, node: syntax.Select) -> None:
+        """An optional field read: a warning unless a has() guards it here."""
+        path = syntax.qualified_name(node)
+        if path is None or path in self.guards or any(
+                path.startswith(f"{reported}.") or path == reported
+                for reported in self.unguarded):
+            return
+        self.unguarded.add(path)
+        self.report(node, "warning", "unguarded-optional-field",
+                    f"{path} is optional but read without has(); when it is absent the rule "
+                    f"fails to evaluate. Write has({path}) && ...")
+
+    def has(self, node: syntax.Macro, scope: Mapping[str, Type]) -> _Typed:
+        """``has(a.b)`` reads ``a`` (which must be there) and tests ``b``."""
+        for argument in node.args:
+            if isinstance(argument, syntax.Select):
+                operand = self.node(argument.operand, scope).type
+                self.field(argument, operand, argument.field, argument.operand)
+            else:
+                self.node(argument, scope)
+        return _Typed(t.BOOL)
 
     def field(self, node: syntax.Node, operand: Type, name: str,
               owner: syntax.Node) -> _Typed:
@@ -294,7 +264,7 @@ class _Checker:
 
     def call(self, node: syntax.Call, scope: Mapping[str, Type]) -> _Typed:
         name, target = self.resolve(node, scope)
-        arguments = [self.node(argument, scope) for argument in node.args]
+        arguments = self.arguments(node, scope)
         receiver = self.node(target, scope) if target is not None else None
         special = _SPECIAL.get(name) if target is None else None
         if special is not None:
@@ -306,6 +276,28 @@ class _Checker:
             self.unknown_function(node, name, target is not None)
             return _DYN
         return self.overload(node, function, receiver, arguments)
+
+    def arguments(self, node: syntax.Call, scope: Mapping[str, Type]) -> list[_Typed]:
+        """The arguments' types, each under the has() guards that hold where it decides."""
+        if node.target is not None or node.function not in ("_&&_", "_||_", "_?_:_"):
+            return [self.node(argument, scope) for argument in node.args]
+        if node.function == "_?_:_" and len(node.args) == 3:
+            condition, when_true, when_false = node.args
+            return [self.node(condition, scope),
+                    self.guarded(when_true, scope, guards.when_true(condition)),
+                    self.guarded(when_false, scope, guards.when_false(condition))]
+        made_sure = guards.when_true(node) if node.function == "_&&_" \
+            else guards.when_false(node)
+        return [self.guarded(argument, scope, made_sure) for argument in node.args]
+
+    def guarded(self, node: syntax.Node, scope: Mapping[str, Type],
+                paths: frozenset[str]) -> _Typed:
+        outside = self.guards
+        self.guards = outside | paths
+        try:
+            return self.node(node, scope)
+        finally:
+            self.guards = outside
 
     def resolve(self, node: syntax.Call, scope: Mapping[str, Type]
                 ) -> tuple[str, syntax.Node | None]:
@@ -436,7 +428,7 @@ class _Checker:
             if side.field is not None and side.field.values is not None and isinstance(
                     other_node, syntax.Literal) and not _among(other_node.value,
                                                                side.field.values):
-                allowed = ", ".join(_literal_text(v) for v in side.field.values)
+                allowed = ", ".join(literal_text(v) for v in side.field.values)
                 self.report(node, "warning", "impossible-comparison",
                             f"{render(node)} {outcome}: {render(other_node)} is not one of "
                             f"the values its schema allows ({allowed})")
@@ -495,7 +487,7 @@ class _Checker:
         literals = [e.value for e in listed.elements if isinstance(e, syntax.Literal)]
         if len(literals) == len(listed.elements) and literals and not any(
                 _among(value, values) for value in literals):
-            allowed = ", ".join(_literal_text(v) for v in values)
+            allowed = ", ".join(literal_text(v) for v in values)
             self.report(node, "warning", "impossible-comparison",
                         f"{render(node)} can never be true: none of the listed values is one "
                         f"its schema allows ({allowed})")
@@ -503,6 +495,8 @@ class _Checker:
     # -- macros
 
     def macro(self, node: syntax.Macro, scope: Mapping[str, Type]) -> _Typed:
+        if node.name == "has":
+            return self.has(node, scope)
         return _Typed(check_macro(self, node, scope))
 
     def node_type(self, node: syntax.Node, scope: Mapping[str, Type]) -> Type:

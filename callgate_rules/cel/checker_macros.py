@@ -1,5 +1,6 @@
-"""How the type checker types CEL's macros: ``has``, the comprehensions (one and two
-variables), ``cel.bind``, ``sortBy``, the optionals' ``optMap`` and ``optFlatMap``.
+"""How the type checker types CEL's macros: the comprehensions (one and two variables),
+``cel.bind``, ``sortBy``, the optionals' ``optMap`` and ``optFlatMap`` (``has`` is the
+checker's own: it reads a field without guarding it).
 
 A comprehension binds its variables with the range's element types: over ``list(T)`` the
 variable is a ``T`` (with two variables, the index is an ``int``), over ``map(K, V)`` it is
@@ -36,10 +37,6 @@ class MacroHost(Protocol):
 
 def check_macro(host: MacroHost, node: syntax.Macro, scope: Mapping[str, Type]) -> Type:
     """The type of the macro ``node``; its problems reported to ``host``."""
-    if node.name == "has":
-        for argument in node.args:
-            host.node_type(argument, scope)
-        return t.BOOL
     if node.name in ("cel.bind", "bind") and len(node.args) == 3:
         name = _variable(node.args[0])
         bound = host.node_type(node.args[1], scope)

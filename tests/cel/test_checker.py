@@ -48,7 +48,7 @@ LIBRARY = {
 
 ARGUMENTS = {
     "type": "object",
-    "required": ["name", "currency", "amount"],
+    "required": ["name", "currency", "amount", "count", "items", "tags", "anything"],
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string"},
@@ -276,8 +276,64 @@ def test_null_against_a_required_non_nullable_field() -> None:
 
 
 def test_null_against_a_nullable_field_is_fine() -> None:
-    tree = s.Call("_==_", (args("note"), s.Literal(None)))
+    tree = s.Call("_&&_", (s.Macro("has", (args("note"),)),
+                           s.Call("_==_", (args("note"), s.Literal(None)))))
     assert check(tree, environment()).findings == ()
+
+
+# has() guards --------------------------------------------------------------------------------
+
+def note_read(column: int = 1) -> s.Call:
+    """``args.note != ""``."""
+    return s.Call("_!=_", (args("note", column), s.Literal("")))
+
+
+def has_note() -> s.Macro:
+    return s.Macro("has", (args("note"),))
+
+
+def test_an_optional_field_read_without_has_is_a_warning_at_the_field() -> None:
+    [finding] = check(note_read(column=3), environment()).findings
+    assert codes((finding,)) == [("warning", "unguarded-optional-field", 1, 7)]
+    assert finding.message.endswith("Write has(args.note) && ...")
+
+
+def test_has_on_either_side_of_and_guards_the_field() -> None:
+    """CEL's && is false as soon as one side is: an error on the other side is absorbed."""
+    for tree in (s.Call("_&&_", (has_note(), note_read())),
+                 s.Call("_&&_", (note_read(), has_note())),
+                 s.Call("_&&_", (s.Call("_&&_", (has_note(), s.Literal(True))), note_read()))):
+        assert check(tree, environment()).findings == (), render(tree)
+
+
+def test_not_has_in_an_or_guards_the_field() -> None:
+    tree = s.Call("_||_", (s.Call("!_", (has_note(),)), note_read()))
+    assert check(tree, environment()).findings == ()
+
+
+def test_has_in_an_or_guards_nothing() -> None:
+    tree = s.Call("_||_", (has_note(), note_read()))
+    assert [f.code for f in check(tree, environment()).findings] == [
+        "unguarded-optional-field"]
+
+
+def test_a_conditional_guards_its_branches_by_its_condition() -> None:
+    guarded = s.Call("_?_:_", (has_note(), note_read(), s.Literal(False)))
+    negated = s.Call("_?_:_", (s.Call("!_", (has_note(),)), s.Literal(False), note_read()))
+    wrong = s.Call("_?_:_", (has_note(), s.Literal(False), note_read()))
+    assert check(guarded, environment()).findings == ()
+    assert check(negated, environment()).findings == ()
+    assert len(check(wrong, environment()).findings) == 1
+
+
+def test_has_guards_exactly_its_field_and_reads_its_parent() -> None:
+    meta = t.from_schema({"type": "object", "properties": {"meta": {
+        "type": "object", "properties": {"tag": {"type": "string"}}}}})
+    tag = s.Select(s.Select(s.Ident("m"), "meta", at=at(3)), "tag", at=at(8))
+    tree = s.Call("_&&_", (s.Macro("has", (tag,)), s.Call("_==_", (tag, s.Literal("x")))))
+    findings = check(tree, environment(m=meta)).findings
+    assert [(f.code, f.message.split(" ")[0]) for f in findings] == [
+        ("unguarded-optional-field", "m.meta")]  # once, at its first read
 
 
 def test_null_against_a_looked_up_record_is_fine() -> None:

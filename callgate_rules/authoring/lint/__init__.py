@@ -36,7 +36,6 @@ from callgate_rules.authoring.lint.disclosure import (
     check_unnarrowed_lookups,
 )
 from callgate_rules.authoring.lint.expressions import (
-    check_guards,
     check_message_fields,
     check_variables,
 )
@@ -74,7 +73,6 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_yaml_traps,
     check_variables,
     check_types,
-    check_guards,
     check_routes,
     check_examples,
     check_disclosure,

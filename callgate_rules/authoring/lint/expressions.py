@@ -1,19 +1,18 @@
-"""What the CEL expressions read: variables not defined where an expression runs, fields a
-schema does not declare, optional fields read without ``has()``, message placeholders that
-name nothing."""
+"""What the CEL expressions read: variables not defined where an expression runs, message
+placeholders that name nothing; and where each expression runs (``ExpressionPlace``), for
+the type checker (``typecheck``), which also finds undeclared fields and optional fields
+read without ``has()``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.places import access_rule_paths, access_rule_places, item_paths
 from callgate_rules.cel import syntax
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression
-from callgate_rules.cel.expression import Path as FieldPath
 from callgate_rules.cel.library import FUNCTIONS
 from callgate_rules.cel.parser import parse as parse_cel
 from callgate_rules.documents.compiler import Compilation, Finding
@@ -95,24 +94,6 @@ def access_expressions(compilation: Compilation) -> Iterator[ExpressionPlace]:
                                       frozenset(allowed), source, (*path, "when"))
 
 
-def _field_schemas(compilation: Compilation, contract: Contract, place: ExpressionPlace
-                   ) -> dict[str, Mapping[str, Any]]:
-    """The schema each variable's fields are checked against, where one is declared."""
-    schemas: dict[str, Mapping[str, Any]] = {"args": contract.arguments_schema}
-    if compilation.actor_schema is not None:
-        schemas["actor"] = compilation.actor_schema
-    if compilation.session_schema is not None:
-        schemas["session"] = compilation.session_schema
-    # provenance mirrors the arguments: provenance.to holds the sources of args.to
-    schemas["provenance"] = contract.arguments_schema
-    for lookup in contract.lookups:
-        if lookup.record_schema is not None:
-            schemas[lookup.name] = lookup.record_schema
-    if place.record is not None and place.record.record_schema is not None:
-        schemas["record"] = place.record.record_schema
-    return schemas
-
-
 def check_variables(compilation: Compilation) -> Iterator[Finding]:
     """Variables not defined where they are read, tools no contract defines: unless a
     document that did not compile may define them (its errors are the findings then)."""
@@ -151,35 +132,6 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
                           "defines")
 
 
-def check_guards(compilation: Compilation) -> Iterator[Finding]:
-    """Optional fields read without has() (the type checker reports undeclared fields)."""
-    for contract in compilation.contracts.values():
-        for place in contract_expressions(compilation, contract):
-            yield from _guard_findings(f"{contract.name} {place.label}", place,
-                                       _field_schemas(compilation, contract, place))
-    for place in access_expressions(compilation):
-        # said without the tool, so a rule for many tools says each unguarded read once
-        contract = compilation.contracts[place.tool]
-        yield from _guard_findings(place.label, place,
-                                   _field_schemas(compilation, contract, place))
-
-
-def _guard_findings(label: str, place: ExpressionPlace,
-                    schemas: Mapping[str, Mapping[str, Any]]) -> Iterator[Finding]:
-    expression = place.expression
-    for path in sorted(expression.references):
-        schema = schemas.get(path[0])
-        if schema is None or len(path) < 2:
-            continue
-        unguarded = _first_unguarded(schema, path, expression.guarded)
-        if unguarded is None:
-            continue
-        read = ".".join(unguarded)
-        yield Finding(read_at(place, read), "warning", "unguarded-optional-field",
-                      f"{label}: {read} is optional but read without has(); when it is "
-                      f"absent the rule fails to evaluate. Write has({read}) && ...")
-
-
 def read_at(place: ExpressionPlace, dotted_path: str) -> Location:
     """Where the expression first reads ``dotted_path`` (its last field's name), else where
     the expression starts."""
@@ -191,27 +143,6 @@ def read_at(place: ExpressionPlace, dotted_path: str) -> Location:
         if isinstance(node, syntax.Select) and syntax.qualified_name(node) == dotted_path:
             return place.source.locate_in_scalar(place.path, node.at.line, node.at.column)
     return place.location
-
-
-def _first_unguarded(schema: Mapping[str, Any], path: FieldPath,
-                     guarded: frozenset[FieldPath]) -> FieldPath | None:
-    """The first optional field along ``path`` that no has() tests. A has() guards exactly
-    the field it names: ``has(a.b)`` says nothing of ``a.b.c`` (``b`` may lack ``c``), nor
-    of ``a`` when ``a`` is optional (``has(a.b)`` fails when ``a`` is absent)."""
-    node: Any = schema
-    for depth, name in enumerate(path[1:], start=1):
-        if not isinstance(node, Mapping):
-            return None
-        properties = node.get("properties")
-        if not isinstance(properties, Mapping) or name not in properties:
-            return None  # open, or undeclared: the type checker says so
-        prefix = path[:depth + 1]
-        required = node.get("required", ())
-        if name not in (required if isinstance(required, list) else ()) and (
-                prefix not in guarded):
-            return prefix
-        node = properties[name]
-    return None
 
 
 def check_message_fields(compilation: Compilation) -> Iterator[Finding]:
