@@ -151,6 +151,8 @@ class _Parser:
         self.tokens.append(_Token(_END, "", self.tokens[-1].offset if self.tokens else 0))
 
     def peek(self, ahead: int = 0) -> _Token:
+        if not ahead:
+            return self.tokens[self.position]  # never past the end token
         return self.tokens[min(self.position + ahead, len(self.tokens) - 1)]
 
     def take(self) -> _Token:

@@ -90,7 +90,8 @@ class Macro:
     """A macro as written: ``has(a.b)``; ``r.all(x, p)``, ``exists``, ``exists_one``
     (``existsOne``), ``map`` (2 or 3 arguments), ``filter``; the two-variable forms
     ``r.all(k, v, p)``, ``exists``, ``existsOne``, ``transformList``, ``transformMap``,
-    ``transformMapEntry``; ``cel.bind(name, init, body)``; ``r.sortBy(x, key)``;
+    ``transformMapEntry``; ``cel.bind(name, init, body)``; ``r.sortBy(x, key)``; the
+    optionals' ``o.optMap(x, expr)`` and ``o.optFlatMap(x, expr)``;
     ``optional.ofNonZeroValue`` is a function, not a macro. ``args`` are the macro's argument
     expressions, the variable names among them as ``Ident`` nodes."""
 
