@@ -1,10 +1,14 @@
 """Receipt stores: where callgate remembers every write it let through, exactly once.
 
 ``open_store(url)`` picks the implementation from a URL; the classes can also be built
-directly. The PostgreSQL store needs the optional ``postgres`` extra, imported only when used.
+directly. The PostgreSQL store needs the optional ``postgres`` extra, imported only when used;
+each implementation's module is imported when it is first asked for (a decision needs none).
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import (
@@ -18,9 +22,26 @@ from callgate_rules.store.base import (
     ReviewItem,
     ReviewStatus,
 )
-from callgate_rules.store.memory import MemoryStore
-from callgate_rules.store.postgres import PostgresStore, redact_url
-from callgate_rules.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from callgate_rules.store.memory import MemoryStore
+    from callgate_rules.store.postgres import PostgresStore, redact_url
+    from callgate_rules.store.sqlite import SqliteStore
+
+_IMPLEMENTED_IN = {
+    "MemoryStore": "callgate_rules.store.memory",
+    "PostgresStore": "callgate_rules.store.postgres",
+    "redact_url": "callgate_rules.store.postgres",
+    "SqliteStore": "callgate_rules.store.sqlite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A store class (or ``redact_url``), imported from its module on first use."""
+    if name not in _IMPLEMENTED_IN:
+        raise AttributeError(f"module 'callgate_rules.store' has no attribute {name!r}")
+    value = globals()[name] = getattr(import_module(_IMPLEMENTED_IN[name]), name)
+    return value
 
 __all__ = [
     "Claim",
@@ -60,6 +81,10 @@ def open_store(url: str) -> ReceiptStore:
     Raises ``StoreConfigError`` with a one-line message for any other form, or when the
     store cannot be opened.
     """
+    from callgate_rules.store.memory import MemoryStore
+    from callgate_rules.store.postgres import redact_url
+    from callgate_rules.store.sqlite import SqliteStore
+
     if url in ("memory:", "memory://"):
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
@@ -81,6 +106,8 @@ def open_store(url: str) -> ReceiptStore:
 def _postgres(url: str) -> ReceiptStore:
     """``?schema=NAME`` is callgate's, not libpq's: take it out before connecting."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    from callgate_rules.store.postgres import PostgresStore
 
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
