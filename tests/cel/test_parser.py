@@ -167,7 +167,7 @@ def test_hostile_inputs_end_in_a_syntax_error_quickly(source: str) -> None:
     started = time.perf_counter()
     with pytest.raises(CelSyntaxError):
         parse(source[:MAX_SOURCE_LENGTH + 10])
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 5.0
 
 
 def test_long_flat_inputs_parse_in_linear_time() -> None:
@@ -176,7 +176,8 @@ def test_long_flat_inputs_parse_in_linear_time() -> None:
     assert isinstance(tree, syntax.ListLiteral) and len(tree.elements) == 30_000
     chain = parse(" || ".join(f"v{i}" for i in range(10_000)))  # balanced: shallow
     assert isinstance(chain, syntax.Call)
-    assert time.perf_counter() - started < 3.0
+    # about a second idle; quadratic time would take minutes (a loaded 2-core machine)
+    assert time.perf_counter() - started < 15.0
 
 
 def test_nesting_up_to_the_limit_parses() -> None:
