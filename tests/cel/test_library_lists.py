@@ -4,13 +4,18 @@ equality and ordering across numeric types, optionals from first/last, errors as
 from __future__ import annotations
 
 import math
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from callgate_rules.cel.compiler import runtime
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.library import FUNCTIONS
+from callgate_rules.cel.library.equality import key
 from callgate_rules.cel.values import NONE, Optional, UInt
 
 
@@ -93,3 +98,38 @@ def test_errors(name: str, arguments: tuple[Any, ...], message: str) -> None:
 def test_distinct_of_many_scalars_is_fast() -> None:
     values = list(range(50_000)) * 2
     assert call("distinct", values) == list(range(50_000))
+
+
+def test_distinct_and_sets_of_many_lists_take_linear_time() -> None:
+    lists = [[number, [number]] for number in range(10_000)]
+    started = time.perf_counter()
+    assert call("distinct", lists + lists) == lists
+    assert call("sets.equivalent", lists, list(reversed(lists)))
+    assert call("sets.contains", lists, lists[:5000])
+    assert not call("sets.intersects", lists, [[-1, [-1]]])
+    assert time.perf_counter() - started < 2.0  # every pair compared: minutes
+
+
+_SCALARS = st.one_of(
+    st.integers(min_value=-3, max_value=3), st.integers(min_value=0, max_value=3).map(UInt),
+    st.sampled_from([0.0, -0.0, 1.0, 1.5, math.nan]), st.booleans(), st.none(),
+    st.sampled_from(["", "a", b"", b"a"]),
+)
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.dictionaries(st.one_of(st.sampled_from(["k", "l"]), st.integers(0, 2)), inner,
+                    max_size=2)), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(left=_VALUES, right=_VALUES)
+def test_the_hash_key_is_cel_equality(left: Any, right: Any) -> None:
+    try:
+        equal = runtime.equals(left, right)
+    except CelEvaluationError:
+        return  # CEL has no answer (a list against a number): nothing to agree with
+    left_key, right_key = key(left), key(right)
+    if left_key is None or right_key is None:
+        assert not equal
+    else:
+        assert (left_key == right_key) is equal

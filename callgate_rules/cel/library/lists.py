@@ -13,11 +13,12 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from callgate_rules.cel.compiler.runtime.compare import equals, less
+from callgate_rules.cel.compiler.runtime.compare import less
 from callgate_rules.cel.compiler.runtime.kinds import kind, no_overload
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.library import strings
 from callgate_rules.cel.library.arguments import typed
+from callgate_rules.cel.library.equality import key
 from callgate_rules.cel.library.signatures import Function, global_, member
 from callgate_rules.cel.values import NONE, Optional
 
@@ -80,34 +81,19 @@ def sort(items: Any) -> list[Any]:
 
 
 def distinct(items: Any) -> list[Any]:
-    """The elements without repeats (by CEL equality), first occurrences kept in order.
-
-    Scalars are found again by hash (numbers of any numeric type under one key, as
-    ``1 == 1.0 == 1u``; NaN equals nothing, so every NaN stays); lists and maps by
-    comparison with the lists and maps kept so far."""
+    """The elements without repeats (by CEL equality), first occurrences kept in order;
+    found again by hash (``equality.key``), so in time linear in the list. NaN, and a list
+    or map holding one, equals nothing and so always stays."""
     kept: list[Any] = []
-    seen: set[tuple[str, Any]] = set()
-    aggregates: list[Any] = []
+    seen: set[Any] = set()
     for item in _list("distinct", items):
-        item_kind = kind(item)
-        if item_kind in ("list", "map"):
-            if any(_same(item, other) for other in aggregates):
+        found = key(item)
+        if found is not None:
+            if found in seen:
                 continue
-            aggregates.append(item)
-        elif not (item_kind == "double" and item != item):
-            key = ("number" if item_kind in ("int", "uint", "double") else item_kind, item)
-            if key in seen:
-                continue
-            seen.add(key)
+            seen.add(found)
         kept.append(item)
     return kept
-
-
-def _same(left: Any, right: Any) -> bool:
-    try:
-        return equals(left, right)
-    except CelEvaluationError:
-        return False
 
 
 def reverse(items: Any) -> Any:
