@@ -297,6 +297,17 @@ class Gate:
 
     def _hold(self, decision: Decision, progress: Progress, machine: WriteMachine) -> Decision:
         """A write that needs a person: held in the store, with a draft and a token."""
+        held = self._held(decision, progress, machine)
+        if held is None:  # the same call was already confirmed and run within this request
+            ending: Ending = machine.run()
+            return self.plans.router.ended(decision, progress, ending,
+                                           machine.operation.operation_id)
+        return held
+
+    def _held(self, decision: Decision, progress: Progress,
+              machine: WriteMachine) -> Decision | None:
+        """The write held for a person with its draft (kept in the receipt too) and a token;
+        ``None`` when its receipt is past waiting (confirmed meanwhile)."""
         contract, operation = machine.contract, machine.operation
         now = self.clock()
         seconds = contract.confirmation.expires_seconds or \
@@ -306,9 +317,7 @@ class Gate:
         receipt = self.store.hold_for_confirmation(operation, expires_at=expires_at, now=now,
                                                    detail=text)
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
-            # The same call was already confirmed and run within this request.
-            ending: Ending = machine.run()
-            return self.plans.router.ended(decision, progress, ending, operation.operation_id)
+            return None
         token = confirmation.issue(self.secret, operation.operation_id, machine.actor,
                                    operation.args_hash, expires_at)
         progress.trace.append(("route", "confirmation", "draft held",

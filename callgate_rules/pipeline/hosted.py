@@ -41,11 +41,10 @@ from callgate_rules.documents.model import GateConfig
 from callgate_rules.errors import CallgateError, ConfirmationError, LeaseLost, StoreError
 from callgate_rules.integrations import confirmation
 from callgate_rules.pipeline.canonical import canonical_json
-from callgate_rules.pipeline.decision import Decision, trace_entries
+from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
-from callgate_rules.pipeline.record import draft
 from callgate_rules.pipeline.route import Ending, Progress, goes_on
 from callgate_rules.store.base import Receipt, ReceiptState, holds_lease
 from callgate_rules.taxonomy import ErrorClass
@@ -151,10 +150,12 @@ class HostedWrites:
         decision, progress = self._checked(model_output, actor, request_id, session,
                                            conversation, now)
         contract = progress.contract
-        if not goes_on(decision) or contract is None or not contract.is_write or \
-                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
-            # a read, a refusal, or a write that needs a person (decide holds it)
+        if not goes_on(decision) or contract is None or not contract.is_write:
             return Step(Action.DONE, decision.operation_id or "", self._record(decision))
+        if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:  # held, as by decide
+            held = self.decide(model_output, actor=actor, request_id=request_id,
+                               session=session, conversation=conversation, now=now)
+            return Step(Action.DONE, held.operation_id or "", held)
         machine = self._hosted_machine(progress, actor, request_id)
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
@@ -315,26 +316,11 @@ class HostedWrites:
 
     def _hold(self, decision: Decision, progress: Progress, machine: WriteMachine) -> Decision:
         """A write that needs a person: held with its draft (the review page shows it) and a
-        token; one already released or done is left to the host's claim."""
-        gate, contract, operation = self.gate, machine.contract, machine.operation
-        now = gate.clock()
-        seconds = contract.confirmation.expires_seconds or \
-            gate.config.routing.confirmation_expires_seconds
-        expires_at = now + timedelta(seconds=seconds)
-        text = draft(contract, progress.variables)
-        receipt = gate.store.hold_for_confirmation(operation, expires_at=expires_at, now=now,
-                                                   detail=text)
-        log = {**decision.log, "operation_id": operation.operation_id,
-               "receipt_state": str(receipt.state)}
-        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
-            return replace(decision, operation_id=operation.operation_id, log=log)
-        token = confirmation.issue(gate.secret, operation.operation_id, machine.actor,
-                                   operation.args_hash, expires_at)
-        progress.trace.append(("route", "confirmation", "draft held",
-                               f"until {expires_at.isoformat()}"))
-        return replace(decision, operation_id=operation.operation_id, draft=text,
-                       confirmation_token=token, trace=trace_entries(tuple(progress.trace)),
-                       log=log)
+        token, as the gate holds one; one already released or done is left to the host's
+        claim (the gate would run it here)."""
+        operation = machine.operation.operation_id
+        return self.gate._held(decision, progress, machine) or replace(
+            decision, operation_id=operation, log={**decision.log, "operation_id": operation})
 
     def _held(self, operation_id: str) -> Receipt:
         receipt = self.gate.store.get(operation_id)

@@ -209,3 +209,26 @@ def test_the_call_deadline_bounds_a_host_that_never_finds_it(
                 .total_seconds())
     ended = flow.reconcile(step.operation_id, step.lease, actor=DANA, found=None)
     assert ended.decision is not None and ended.decision.route == Route.REVIEW
+
+
+def test_claiming_a_write_that_needs_a_person_holds_it(
+        hosted: tuple[HostedWrites, FakeClock]) -> None:
+    flow, _ = hosted
+    step = flow.claim(payment(INJECTED), actor=DANA, request_id="r10", session=SESSION,
+                      conversation=conversation(INJECTED))
+    assert step.action == Action.DONE and step.decision is not None
+    assert step.decision.confirmation_token and step.decision.draft
+    assert [r.operation_id for r in flow.pending()] == [step.operation_id]
+
+
+def test_the_library_gate_keeps_its_drafts_for_the_page(tmp_path: Path) -> None:
+    from callgate_rules import Gate
+
+    gate = Gate(CONFIG, resolvers=WorldResolvers(WORLD), store=SqliteStore(tmp_path / "g.db"),
+                executors={"sendPayment": lambda request: {"iban": INJECTED, "id": "p"}})
+    decision = gate.handle(payment(INJECTED), actor=DANA, request_id="lib", session=SESSION,
+                           conversation=conversation(INJECTED))
+    assert decision.route == Route.AWAIT_CONFIRMATION and decision.operation_id
+    receipt = gate.store.get(decision.operation_id)
+    assert receipt is not None and receipt.detail == decision.draft
+    assert "WARNING: recipientIban" in (receipt.detail or "")
