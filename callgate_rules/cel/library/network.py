@@ -14,6 +14,7 @@ ranges count, only unspecified, loopback, multicast, link-local and broadcast do
 
 from __future__ import annotations
 
+from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Any
 
@@ -27,6 +28,7 @@ LIBRARY = "network"
 _Address = IPv4Address | IPv6Address
 
 
+@lru_cache(maxsize=256)
 def _address(text: str, what: str) -> _Address:
     if "%" in text:
         raise CelEvaluationError(f"{what} with zone value is not allowed")
@@ -62,6 +64,12 @@ def is_canonical(text: Any) -> bool:
 
 def parse_cidr(text: Any) -> CIDR:
     (value,) = typed("cidr", (text,), ("string",))
+    return _parsed_cidr(value)
+
+
+@lru_cache(maxsize=256)
+def _parsed_cidr(value: str) -> CIDR:
+    """Cached, as ``_address``: a rule's literal ranges are read once, not per decision."""
     address_text, slash, length = value.partition("/")
     if "%" in address_text:
         raise CelEvaluationError("CIDR with zone value is not allowed")
@@ -141,6 +149,7 @@ def _cidr(function: str, value: Any, *others: Any) -> CIDR:
     return value  # type: ignore[no-any-return]
 
 
+@lru_cache(maxsize=256)
 def _network(value: CIDR) -> IPv4Network | IPv6Network:
     return ip_network(f"{value.address}/{value.prefix}", strict=False)
 

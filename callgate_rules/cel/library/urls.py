@@ -13,6 +13,7 @@ digits after the last ``:`` (``[::1]:80`` for IPv6). Every ``%`` must start ``%X
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.values import URL
@@ -75,8 +76,10 @@ def _check_host(host: str) -> None:
             raise URLError(f"invalid character {character!r} in host name")
 
 
+@lru_cache(maxsize=256)
 def parse(text: str) -> URL:
-    """``text`` as a URL, or ``URLError`` saying what is wrong with it."""
+    """``text`` as a URL, or ``URLError`` saying what is wrong with it. Cached: a rule
+    usually parses the same few texts (its literals) on every decision."""
     if any(ord(character) < 0x20 or ord(character) == 0x7F for character in text):
         raise URLError("invalid control character in URL")
     if text == "":
