@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from callgate_rules.cel.values import UInt
@@ -276,8 +277,10 @@ class TypeSyntaxError(ValueError):
     """A signature's type string does not read as a type."""
 
 
+@lru_cache(maxsize=1024)
 def parse(text: str) -> Type:
-    """``list(map(string, V))`` → the type; single capital letters are type parameters."""
+    """``list(map(string, V))`` → the type; single capital letters are type parameters.
+    Cached: the library's few hundred signature strings are read on every call checked."""
     parsed, rest = _parse(text.replace(" ", ""))
     if rest:
         raise TypeSyntaxError(f"unexpected {rest!r} in type {text!r}")
