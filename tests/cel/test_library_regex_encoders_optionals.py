@@ -47,6 +47,7 @@ def call(name: str, *arguments: Any) -> Any:
     ("optional.of", (None,), Optional(None, True)),
     ("optional.none", (), NONE),
     ("optional.ofNonZeroValue", (42,), Optional(42, True)),
+    ("optional.ofNonZeroValue", (NONE,), Optional(NONE, True)),
     ("hasValue", (Optional(None, True),), True),
     ("hasValue", (NONE,), False),
     ("value", (Optional(42, True),), 42),
@@ -63,7 +64,7 @@ def test_documented_results(name: str, arguments: tuple[Any, ...], expected: Any
 
 @pytest.mark.parametrize("zero", [
     0, UInt(0), 0.0, "", b"", False, None, [], {}, timedelta(0),
-    datetime(1970, 1, 1, tzinfo=UTC), NONE,
+    datetime(1970, 1, 1, tzinfo=UTC),
 ])
 def test_zero_values_make_no_optional(zero: Any) -> None:
     assert call("optional.ofNonZeroValue", zero) == NONE

@@ -27,7 +27,7 @@ from callgate_rules.cel.values import UInt
 
 cel = pytest.importorskip("cel_expr_python.cel", reason="cel-expr-python (the official "
                           "CEL runtime) is not installed")
-from cel_expr_python.ext import ext_encoders, ext_math, ext_strings  # noqa: E402
+from cel_expr_python.ext import ext_encoders, ext_math, ext_optional, ext_strings  # noqa: E402
 
 _ENVIRONMENT = cel.NewEnv(
     variables={"x": cel.Type.DYN, "y": cel.Type.DYN},
@@ -220,6 +220,36 @@ def test_string_of_a_double(number: float) -> None:
 @pytest.mark.parametrize("number", [1e6, 123456789.0, 2.0**63])
 def test_string_of_a_double_from_a_million(number: float) -> None:
     agree("string", False, number)
+
+
+_OPTIONALS = cel.NewEnv(extensions=[ext_optional.ExtOptional()])
+
+
+@pytest.mark.parametrize("expression", [
+    "optional.ofNonZeroValue(0).hasValue()", "optional.ofNonZeroValue(0u).hasValue()",
+    "optional.ofNonZeroValue(0.0).hasValue()", "optional.ofNonZeroValue('').hasValue()",
+    "optional.ofNonZeroValue(b'').hasValue()", "optional.ofNonZeroValue(false).hasValue()",
+    "optional.ofNonZeroValue(null).hasValue()", "optional.ofNonZeroValue([]).hasValue()",
+    "optional.ofNonZeroValue({}).hasValue()", "optional.ofNonZeroValue([0]).hasValue()",
+    "optional.ofNonZeroValue(duration('0s')).hasValue()",
+    "optional.ofNonZeroValue(timestamp(0)).hasValue()",
+    "optional.ofNonZeroValue(optional.none()).hasValue()",
+    "optional.none().orValue(3)", "optional.of(1).orValue(3)",
+    "optional.of(1).or(optional.none()).value()", "optional.none().or(optional.of(2)).value()",
+    "optional.none().value()", "optional.of(null).hasValue()",
+    "optional.unwrap([optional.of(1), optional.none(), optional.of(3)])",
+])
+def test_optionals(expression: str) -> None:
+    try:
+        result = _OPTIONALS.compile(expression, disable_check=True).eval(data={})
+        expected = ERROR if result.type().name() == "ERROR" else result.plain_value()
+    except RuntimeError:
+        expected = ERROR
+    try:
+        found = compile_expression(expression)({})
+    except CelEvaluationError:
+        found = ERROR
+    assert found == expected
 
 
 # Departures of cel-cpp from cel-go, checked so that the list stays true.

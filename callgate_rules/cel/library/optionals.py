@@ -36,7 +36,8 @@ def none() -> Optional:
 
 def is_zero(value: Any) -> bool:
     """CEL's zero values: ``0``, ``0u``, ``0.0``, ``''``, ``b''``, ``false``, ``null``,
-    ``[]``, ``{}``, a zero duration, the Unix epoch, ``optional.none()``."""
+    ``[]``, ``{}``, a zero duration, the Unix epoch. An optional is never zero (as in
+    cel-expr-python: ``optional.ofNonZeroValue(optional.none())`` has a value)."""
     value_kind = kind(value)
     if value_kind == "null":
         return True
@@ -46,8 +47,6 @@ def is_zero(value: Any) -> bool:
         return bool(value == timedelta(0))
     if value_kind == "timestamp":
         return bool(value == _EPOCH)
-    if value_kind == "optional_type":
-        return not value.present
     return False
 
 
