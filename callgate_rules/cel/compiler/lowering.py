@@ -93,7 +93,7 @@ TYPE_NAMES: Mapping[str, CelType] = {
     name: CelType(name) for name in (
         "int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type",
         "type", "optional_type", "google.protobuf.Timestamp",
-        "google.protobuf.Duration")
+        "google.protobuf.Duration", "kubernetes.URL", "net.IP", "net.CIDR")
 }
 
 # Results that may be shared between evaluations: nothing a caller could mutate.

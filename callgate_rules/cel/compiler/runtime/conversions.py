@@ -101,6 +101,8 @@ def to_string(value: Any) -> str:
         return duration_text(value)
     if value_kind == "type":
         return str(value.name)
+    if value_kind in ("net.IP", "net.CIDR"):  # cel-go's network extension
+        return str(value)
     raise no_overload("string", value)
 
 
@@ -128,7 +130,8 @@ _TYPE_OF_KIND: dict[str, CelType] = {
         ("string", "string"), ("bytes", "bytes"), ("null", "null_type"), ("list", "list"),
         ("map", "map"), ("timestamp", "google.protobuf.Timestamp"),
         ("duration", "google.protobuf.Duration"), ("type", "type"),
-        ("optional_type", "optional_type"))
+        ("optional_type", "optional_type"), ("kubernetes.URL", "kubernetes.URL"),
+        ("net.IP", "net.IP"), ("net.CIDR", "net.CIDR"))
 }
 
 
