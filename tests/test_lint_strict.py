@@ -315,3 +315,19 @@ def test_has_credits_exactly_the_field_it_guards(project: Any, expression: str,
 ])
 def test_each_guarded_optional_field_is_clean(project: Any, expression: str) -> None:
     assert project.run(expression) == []
+
+
+def test_a_broken_definitions_document_is_reported_once(project: Any) -> None:
+    """The rule calling a definition of the broken document gets no finding of its own."""
+    definitions = """\
+apiVersion: callgate/v1
+kind: Definitions
+metadata: {name: tables, version: "1", owner: t@example.com, description: tables}
+spec:
+  definitions:
+    long_enough(text): size(text) >= 3
+  extra: 1
+"""
+    project.write("tables.yaml", definitions)
+    findings = project.run("long_enough(args.text)")
+    assert [(row[0], row[4]) for row in findings] == [("tables.yaml", "schema")]

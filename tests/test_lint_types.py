@@ -294,3 +294,30 @@ def test_the_readme_lint_example_is_what_lint_prints(
     result = CliRunner().invoke(main, ["lint"])
     assert result.exit_code == 1
     assert result.stdout.splitlines() == expected
+
+
+# Named definitions ---------------------------------------------------------------------------
+
+DEFINITIONS = """\
+apiVersion: callgate/v1
+kind: Definitions
+metadata: {name: refund-tables, version: "1.0.0", owner: t@example.com, description: tables}
+spec:
+  definitions:
+    limit_by_currency: {EUR: 500, USD: 550}
+    within_limit(amount, currency): amount <= limit_by_currency[currency]
+    words(text): text.split(" ")
+"""
+
+
+def test_an_expression_is_checked_with_its_definitions_expanded(run: Any, tmp_path: Path) -> None:
+    (tmp_path / "tables.yaml").write_text(DEFINITIONS, encoding="utf-8")
+    assert run("within_limit(args.amount, args.currency) && size(words(args.name)) > 1")[0] \
+        == []
+    findings, text, _ = run(
+        "within_limit(args.amount, args.currency) && size(words(args.quantity)) > 1")
+    [(file, line, column, severity, code, message)] = findings
+    # the definition's body takes the place of the call: the finding is where it is used
+    assert (file, line, severity, code) == ("refund.yaml", place(text, "words(")[0], "error",
+                                            "no-overload")
+    assert "split is a string method" in message and "args.quantity" in message

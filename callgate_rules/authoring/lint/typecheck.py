@@ -63,8 +63,8 @@ def _access_findings(compilation: Compilation, types: Mapping[str, Mapping[str, 
 def _place_findings(place: ExpressionPlace, types: Mapping[str, t.Type],
                     trees: dict[str, Node | None]) -> list[CheckFinding]:
     source = place.expression.source
-    # the compiled tree, with the named definitions expanded, where the expression has one
-    tree: Node | None = getattr(place.expression, "tree", None)
+    # the compiled tree, with the named definitions expanded in it
+    tree = place.expression.tree
     if tree is None:
         if source not in trees:
             try:
