@@ -222,3 +222,23 @@ def test_simulate_writes_the_log_replay_reads_as_real_processes(tmp_path: Path) 
     assert runs[0].returncode == 0, runs[0].stderr
     assert runs[0].stdout == runs[1].stdout and runs[0].stderr == b""
     assert b"await_confirmation \xe2\x86\x92 refuse" in runs[0].stdout
+
+
+@pytest.mark.parametrize("note", ["Invoice shows the wrong VAT", 'say "hi"\nand bye'])
+def test_a_masked_argument_echoed_by_a_record_stays_masked(note: str) -> None:
+    from callgate_rules.documents.source import read_data_file
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.pipeline.gate import Gate
+
+    world = read_data_file(str(REPO / "examples" / "world.yaml"), "the world")
+    world = {**world, "tickets": [{**t, "subject": f"re: {note}"} if t["id"] == "T-1001"
+                                  else t for t in world["tickets"]]}
+    config = load([REPO / "contracts", REPO / "policies"])
+    decision = Gate(config, resolvers=WorldResolvers(world)).check(
+        {"name": "createFollowUp", "arguments": {"ticketId": "T-1001", "assigneeId": "U-7",
+                                                 "dueAt": "2026-12-15T09:00:00Z", "note": note}},
+        actor={"id": "U-7", "tenant": "acme", "role": "agent"})
+    line = json.dumps(decision.log, ensure_ascii=False)
+    assert note not in line and json.dumps(note)[1:-1] not in line
+    assert decision.log["replay"]["records"]["ticket"]["found"]["subject"] == "re: ***"
+    assert decision.log["replay"]["masked"] == ["note"]

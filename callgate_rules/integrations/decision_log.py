@@ -89,13 +89,12 @@ class ReplayInputs:
     decided: Decided
 
     def as_dict(self) -> dict[str, Any]:
-        return {"now": self.now, "actor": dict(self.actor), "session": dict(self.session),
-                "records": {name: {"collection": found.collection, "found": found.found}
-                            for name, found in self.records.items()},
-                "provenance": self.provenance, "masked": list(self.masked),
-                "decided": {"route": self.decided.route,
-                            "error_class": self.decided.error_class,
-                            "rule": self.decided.rule}}
+        return replay_record(
+            now=self.now, actor=self.actor, session=self.session,
+            records={name: (found.collection, found.found)
+                     for name, found in self.records.items()},
+            provenance=self.provenance, masked=self.masked,
+            decided=(self.decided.route, self.decided.error_class, self.decided.rule))
 
     @classmethod
     def of(cls, value: Any) -> ReplayInputs:
@@ -117,6 +116,21 @@ class ReplayInputs:
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"replay is incomplete ({type(error).__name__}: {error})") \
                 from None
+
+
+def replay_record(*, now: str | None, actor: Mapping[str, Any], session: Mapping[str, Any],
+                  records: Mapping[str, tuple[str, Any]], provenance: Any,
+                  masked: tuple[str, ...], decided: tuple[str, str | None, str | None],
+                  ) -> dict[str, Any]:
+    """A log line's ``replay`` as JSON, what ``ReplayInputs.of`` reads back (``records``:
+    look-up name → (collection, what it found); ``decided``: route, error class, rule).
+    Made without the dataclasses: every logged decision writes one."""
+    route, error_class, rule = decided
+    return {"now": now, "actor": dict(actor), "session": dict(session),
+            "records": {name: {"collection": collection, "found": found}
+                        for name, (collection, found) in records.items()},
+            "provenance": provenance, "masked": list(masked),
+            "decided": {"route": route, "error_class": error_class, "rule": rule}}
 
 
 def utc_now() -> datetime:

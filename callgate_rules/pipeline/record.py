@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Contract
 from callgate_rules.integrations import provenance
-from callgate_rules.integrations.decision_log import Decided, RecordedLookup, ReplayInputs
+from callgate_rules.integrations.decision_log import replay_record
 from callgate_rules.pipeline.decision import ShadowVerdict
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -50,38 +50,40 @@ def log_record(
         record["evaluation_error"] = extra["evaluation_error"]
     if call is not None and call.note:
         record["note"] = call.note
+    masking = None
     if contract is not None and contract.mask and arguments is not None:
         masking = Masking(contract, arguments)
         record.update({key: masking(record[key]) for key in _MAY_ECHO if key in record})
         record["arguments"] = masking.arguments
     if contract is not None and arguments is not None and variables is not None:
-        record["replay"] = _replay_inputs(contract, arguments, actor, session, variables,
-                                          route, error_class, rule).as_dict()
+        record["replay"] = _replay_inputs(contract, arguments, masking, actor, session,
+                                          variables, route, error_class, rule)
     return record
 
 
-def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], actor: Mapping[str, Any],
-                   session: Mapping[str, Any] | None, variables: Mapping[str, Any],
-                   route: Route, error_class: ErrorClass | None,
-                   rule: str | None) -> ReplayInputs:
-    """What the decision read, masked as the arguments are: the records looked up may echo
-    a sensitive argument, so they are masked like any other text of the record."""
-    masking = Masking(contract, arguments) if contract.mask else None
+def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Masking | None,
+                   actor: Mapping[str, Any], session: Mapping[str, Any] | None,
+                   variables: Mapping[str, Any], route: Route, error_class: ErrorClass | None,
+                   rule: str | None) -> dict[str, Any]:
+    """What the decision read (``decision_log.ReplayInputs``), masked as the arguments
+    are: the records looked up may echo a sensitive argument, so they are masked like any
+    other text of the record."""
     now = variables.get("now")
-    looked_up = {lookup.name: RecordedLookup(lookup.collection, variables[lookup.name])
+    looked_up = {lookup.name: (lookup.collection, variables[lookup.name])
                  for lookup in contract.lookups if lookup.name in variables}
-    for lookup in contract.lookups:  # the look-up that found nothing: asked, answered none
-        if error_class == ErrorClass.NOT_FOUND and rule == f"{contract.name}/lookup.{lookup.name}":
-            looked_up[lookup.name] = RecordedLookup(lookup.collection, [])
-    if masking is not None:
-        looked_up = {name: RecordedLookup(found.collection, masking(found.found))
-                     for name, found in looked_up.items()}
-    return ReplayInputs(
-        now=now.isoformat() if isinstance(now, datetime) else None,
-        actor=dict(actor), session=dict(session or {}), records=looked_up,
-        provenance=variables.get("provenance"),
-        masked=tuple(".".join(path) for path in contract.mask if _at(arguments, path)),
-        decided=Decided(str(route), str(error_class) if error_class else None, rule))
+    if error_class == ErrorClass.NOT_FOUND and rule is not None:
+        for lookup in contract.lookups:  # the look-up that found nothing: asked, none found
+            if rule == f"{contract.name}/lookup.{lookup.name}":
+                looked_up[lookup.name] = (lookup.collection, [])
+    if masking is not None and masking.may_be_in([found for _, found in looked_up.values()]):
+        looked_up = {name: (collection, masking(found))
+                     for name, (collection, found) in looked_up.items()}
+    return replay_record(
+        now=now.isoformat() if isinstance(now, datetime) else None, actor=actor,
+        session=session or {}, records=looked_up, provenance=variables.get("provenance"),
+        masked=tuple(".".join(path) for path in contract.mask if _at(arguments, path))
+        if contract.mask else (),
+        decided=(str(route), str(error_class) if error_class else None, rule))
 
 
 # What in a log record may repeat an argument's value: a check's detail quotes it, a rule's
@@ -103,6 +105,14 @@ class Masking:
         self.secrets = sorted((s for s in secrets if len(s) >= MIN_MASKED), key=len,
                               reverse=True)
 
+    def may_be_in(self, value: Any) -> bool:
+        """Could ``value`` hold a masked text? One search of its JSON text, much cheaper
+        than masking it; True whenever a secret is written otherwise in JSON."""
+        if not self.secrets:
+            return False
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return any(secret in text or not _written_as_is(secret) for secret in self.secrets)
+
     def __call__(self, value: Any) -> Any:
         if not self.secrets:
             return value
@@ -118,6 +128,11 @@ class Masking:
                 and str(value) in self.secrets:
             return MASK
         return value
+
+
+def _written_as_is(text: str) -> bool:
+    """Does JSON (``ensure_ascii=False``) write ``text`` unchanged inside its quotes?"""
+    return '"' not in text and "\\" not in text and text.isprintable()
 
 
 # A masked value shorter than this is not looked for inside other text ("a", "1" would
