@@ -13,7 +13,6 @@ from callgate_rules.authoring.lint.places import access_rule_paths, access_rule_
 from callgate_rules.cel import syntax
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression
-from callgate_rules.cel.library import FUNCTIONS
 from callgate_rules.cel.parser import parse as parse_cel
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Contract, Lookup
@@ -21,8 +20,6 @@ from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance"})
-# ``math`` in ``math.greatest(...)`` names a function's namespace, not a variable
-NAMESPACES = frozenset(name.split(".", 1)[0] for name in FUNCTIONS if "." in name)
 
 
 @dataclass(frozen=True)
@@ -101,8 +98,7 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
     for contract in compilation.contracts.values():
         dropped = cascade.lookups.get(contract.name, frozenset())
         for place in contract_expressions(compilation, contract):
-            for name in sorted(place.expression.variables - place.allowed - dropped
-                               - NAMESPACES):
+            for name in sorted(place.expression.variables - place.allowed - dropped):
                 if cascade.may_define_name(name):
                     continue
                 yield Finding(place.location, "error", "unknown-variable",
@@ -112,7 +108,7 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
     where = access_rule_places(compilation)
     for rule in compilation.access_rules:
         applies = [c for c in tools.values() if rule.applies_to(c.name)]
-        for name in sorted(rule.when.variables - BASE_VARIABLES - NAMESPACES):
+        for name in sorted(rule.when.variables - BASE_VARIABLES):
             if cascade.may_define_variable(rule.tools, name) or cascade.may_define_name(name):
                 continue
             missing = [c.name for c in applies if name not in {lk.name for lk in c.lookups}]
