@@ -18,13 +18,13 @@ from callgate_rules.cel.compiler.runtime.kinds import checked_duration, kind, no
 from callgate_rules.cel.errors import CelEvaluationError
 
 _RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})",
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII,
 )
 _DURATION = re.compile(r"([+-]?)((?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|ms|s|m|h))+|0)")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 _UNIT_NANOSECONDS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 10**9,
                      "m": 60 * 10**9, "h": 3600 * 10**9}
-_OFFSET = re.compile(r"([+-]?)(\d{2}):(\d{2})")
+_OFFSET = re.compile(r"([+-]?)(\d{2}):(\d{2})", re.ASCII)
 
 
 def is_rfc3339(text: str) -> bool:
@@ -35,8 +35,9 @@ def to_timestamp(value: Any) -> datetime:
     if type(value) is str and _RFC3339.fullmatch(value) is not None:
         try:
             parsed = datetime.fromisoformat(value)
-            # Python reads year 1 at +01:00 as a time before year 1 only on conversion.
-            parsed.astimezone(UTC)
+            if value.startswith(("0001", "9999")):
+                # year 1 at +01:00 is before year 1 in UTC: Python finds out on conversion
+                parsed.astimezone(UTC)
         except (ValueError, OverflowError):
             raise CelEvaluationError(f"timestamp out of range or invalid: {value!r}") from None
         return parsed
