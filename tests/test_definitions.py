@@ -256,3 +256,16 @@ def test_the_definitions_are_compiled_once_per_configuration(tmp_path: Path) -> 
     assert compilation.config is not None
     # every rule of the sendPayment contract reads through the one parsed table
     assert compilation.config.definition_documents[0].key == "Definitions/payment-tables"
+
+
+def test_lint_type_checks_a_rule_through_its_definitions(tmp_path: Path) -> None:
+    # the function's body compares a number with a text once the arguments are substituted
+    contracts, policies = configuration(
+        tmp_path, rule=LIMIT_RULE.replace("within_limit(args.amount, args.currency)",
+                                          "within_limit(args.reference, args.currency)"))
+    result = CliRunner().invoke(main, ["lint", str(contracts), str(policies)])
+    assert result.exit_code == 1, result.output
+    line = next(text for text in result.output.splitlines() if "sendPayment.yaml" in text)
+    assert "within-the-currencys-limit" in line and "error" in line
+    # reported at the rule's own line in the contract, not inside the Definitions document
+    assert "tables.yaml" not in line
