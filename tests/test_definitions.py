@@ -266,6 +266,6 @@ def test_lint_type_checks_a_rule_through_its_definitions(tmp_path: Path) -> None
     result = CliRunner().invoke(main, ["lint", str(contracts), str(policies)])
     assert result.exit_code == 1, result.output
     line = next(text for text in result.output.splitlines() if "sendPayment.yaml" in text)
-    assert "within-the-currencys-limit" in line and "error" in line
+    assert "within-the-currencys-limit" in line and "error no-overload" in line
     # reported at the rule's own line in the contract, not inside the Definitions document
     assert "tables.yaml" not in line
