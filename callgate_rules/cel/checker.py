@@ -160,7 +160,8 @@ class _Checker:
         operand = self.node(node.operand, scope).type
         typed = self.field(node, operand, node.field, node.operand)
         if node.optional:
-            return _Typed(t.optional_of(typed.type), None)
+            inner = typed.type
+            return _Typed(inner if inner.kind == "optional_type" else t.optional_of(inner))
         if typed.field is not None and not typed.field.required:
             self.optional_read(node)
         return typed
@@ -191,7 +192,8 @@ class _Checker:
               owner: syntax.Node) -> _Typed:
         """The field ``name`` of a value of type ``operand`` (``owner`` is its node)."""
         if operand.kind == "optional_type":  # a.?b.c: the optional chain continues
-            return self.field(node, operand.parameters[0], name, owner)
+            inner = self.field(node, operand.parameters[0], name, owner).type
+            return _Typed(inner if inner.kind == "optional_type" else t.optional_of(inner))
         if operand.is_dyn:
             return _DYN
         if operand.kind == "map":
@@ -224,10 +226,13 @@ class _Checker:
     def index(self, node: syntax.Index, scope: Mapping[str, Type]) -> _Typed:
         operand = self.node(node.operand, scope).type
         key = self.node(node.index, scope).type
-        if operand.kind == "optional_type":
+        chained = operand.kind == "optional_type"  # opt[k]: the optional chain continues
+        if chained:
             operand = operand.parameters[0]
         typed = self.element(node, operand, key)
-        return _Typed(t.optional_of(typed.type)) if node.optional else typed
+        if (node.optional or chained) and typed.type.kind != "optional_type":
+            return _Typed(t.optional_of(typed.type))
+        return typed
 
     def element(self, node: syntax.Index, operand: Type, key: Type) -> _Typed:
         if operand.is_dyn:

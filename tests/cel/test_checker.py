@@ -7,14 +7,18 @@ each test states exactly which signatures the verdict follows from.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from callgate_rules.cel import parser
 from callgate_rules.cel import syntax as s
 from callgate_rules.cel import types as t
 from callgate_rules.cel.checker import CheckFinding, Environment, check, render
+from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.library import Function, Overload
 
 
@@ -388,3 +392,61 @@ def test_render_writes_cel_back() -> None:
     tree = s.Call("_&&_", (s.Call("_==_", (args("name"), s.Literal("a\"b"))),
                            s.Macro("has", (args("note"),))))
     assert render(tree) == 'args.name == "a\\"b" && has(args.note)'
+
+
+# No false error: the conformance corpus ----------------------------------------------------------
+
+CONFORMANCE = Path("/work/shared/conformance/cel-spec")
+# Calls the library's implementations accept but its signatures do not list (reported to the
+# library's owners): the checker follows the signatures, so these read as no-overload.
+SIGNATURE_GAPS = {
+    "comparisons/eq_literal/not_eq_dyn_timestamp_null": "timestamp(int) is not a signature",
+    "conversions/identity/timestamp": "timestamp(int) is not a signature",
+    "network_ext/ip_type/parse_ipv4": "string(net.IP) is not a signature",
+    "network_ext/ip_type/parse_ipv6": "string(net.IP) is not a signature",
+    "network_ext/ip_type/ip_to_string": "string(net.IP) is not a signature",
+    "network_ext/cidr/parse_cidr_ipv6": "string(net.CIDR) is not a signature",
+    "network_ext/cidr/cidr_to_string": "string(net.CIDR) is not a signature",
+}
+
+
+def _binding_type(value: Any) -> t.Type:
+    if isinstance(value, list):
+        return t.list_of(t.DYN)
+    if isinstance(value, dict):
+        return t.map_of(t.DYN, t.DYN)
+    return t.of_value(value)
+
+
+def test_no_false_error_and_no_false_warning_on_the_conformance_corpus() -> None:
+    """Every conformance expression that evaluates without error type-checks without an
+    error, with the real library and its variables typed by their values; none that
+    evaluates to true is called a comparison that can never be true."""
+    if not CONFORMANCE.is_dir():
+        pytest.skip(f"the cel-spec conformance files are not at {CONFORMANCE}")
+    from tests.cel.conformance_harness import load_cases
+
+    checked, wrong = 0, []
+    for case in load_cases(CONFORMANCE):
+        if case.skip or case.expect_error or case.unchecked:
+            continue
+        try:
+            tree = parser.parse(case.expr)
+        except CelSyntaxError:
+            continue  # the parser's own tests judge these
+        checked += 1
+        variables = {name: _binding_type(value) for name, value in case.bindings.items()}
+        result = check(tree, Environment(variables))
+        false_warning = case.expected is True and any(
+            f.code == "impossible-comparison" for f in result.findings)
+        if (result.errors or false_warning) and case.case_id not in SIGNATURE_GAPS:
+            wrong.append((case.case_id, case.expr, result.findings[0].message))
+    assert checked > 1000
+    assert wrong == []
+
+
+def test_selecting_on_an_optional_continues_the_optional_chain() -> None:
+    for text in ("optional.of({'c': 'x'}).c.orValue('d')", "optional.of(['x'])[0].orValue('d')",
+                 "{'a': {'b': 1}}.?a.b.orValue(0) == 1"):
+        result = check(parser.parse(text), Environment({}))
+        assert result.errors == (), text
