@@ -278,7 +278,9 @@ def test_strict_mode_is_sent_off_for_both_openai_apis(gate: Any) -> None:
 def test_mcp_hints_follow_the_effect(gate: Any) -> None:
     for tool in tool_definitions(gate.config, "mcp"):
         read = not gate.config.contracts[tool["name"]].is_write
-        assert tool["annotations"] == {"readOnlyHint": read, "idempotentHint": read}
+        assert tool["annotations"] == {"readOnlyHint": read, "destructiveHint": not read,
+                                       "idempotentHint": read}
+        assert tool["title"] and "outputSchema" not in tool  # no reference contract has one
 
 
 def test_a_name_openai_and_anthropic_reject_is_reported_with_its_file(tmp_path: Path) -> None:

@@ -77,8 +77,9 @@ class Shape:
 _METADATA = Shape(("name", "version", "owner", "description", "labels"))
 
 _TOOL_CONTRACT_SPEC = Shape(
-    ("effect", "arguments", "lookups", "rules", "verify", "reconcile", "timeout",
-     "idempotency", "confirmation", "mask", "examples", "errors", "mode", "on_error"),
+    ("effect", "title", "arguments", "result", "lookups", "rules", "verify", "reconcile",
+     "timeout", "idempotency", "confirmation", "mask", "examples", "errors", "mode",
+     "on_error"),
     {
         # message before schema: the look-up's short fields together, the nested block last
         "lookups": Shape(("name", "collection", "key", "field", "when", "many",

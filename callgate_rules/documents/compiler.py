@@ -309,6 +309,12 @@ class _Compiler:
             return
         if not self._patterns_linear(source, ("spec", "arguments"), schema):
             return
+        try:
+            check_json_schema(spec.get("result", {}))
+        except SchemaError as error:
+            self.error(source, ("spec", "result", *error.absolute_path), "schema",
+                       f"spec.result is not a valid JSON Schema: {error.message}")
+            return
         self.contracts[ref.name] = self._contract(source, ref, spec, schema)
         self.contract_sources[ref.name] = source
 
@@ -359,6 +365,8 @@ class _Compiler:
             on_error=on_error,
             reconcile_tool=reconcile.get("tool"),
             reconcile_argument=reconcile.get("argument", "operation_id"),
+            title=spec.get("title"),
+            result_schema=spec.get("result"),
         )
 
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:

@@ -229,6 +229,8 @@ class Contract:
     # reconcile.tool / reconcile.argument: the destination's look-up by operation ID
     reconcile_tool: str | None = None
     reconcile_argument: str = "operation_id"
+    title: str | None = None  # spec.title: what people call the tool
+    result_schema: Mapping[str, Any] | None = None  # spec.result: the result's JSON Schema
 
     # cached: read on every decision, and a property costs a call each time
     @cached_property

@@ -147,7 +147,8 @@ def offered(config: GateConfig, upstream: Upstream) -> list[types.Tool]:
 
 
 def tool(contract: Contract) -> types.Tool:
-    """A contract as an MCP tool. Annotations follow from the contract: a read is
+    """A contract as an MCP tool (``formats.mcp_tool``: its title, and ``spec.result`` as
+    the outputSchema when declared). Annotations follow from the contract: a read is
     ``readOnlyHint``; a write is ``destructiveHint`` (a contract does not say a write only
     adds) and ``idempotentHint`` only with ``idempotency: key`` (sent again under the same
     operation ID, the destination does nothing more)."""
@@ -156,8 +157,10 @@ def tool(contract: Contract) -> types.Tool:
     annotations = types.ToolAnnotations(
         read_only_hint=not write, destructive_hint=write,
         idempotent_hint=not write or contract.idempotency == Idempotency.KEY)
-    return types.Tool(name=definition["name"], description=definition["description"],
-                      input_schema=definition["inputSchema"], annotations=annotations)
+    return types.Tool(name=definition["name"], title=definition["title"],
+                      description=definition["description"],
+                      input_schema=definition["inputSchema"],
+                      output_schema=definition.get("outputSchema"), annotations=annotations)
 
 
 def hidden(config: GateConfig, upstream: Upstream) -> list[str]:

@@ -14,7 +14,8 @@ that API's published SDK type accepts:
 - ``openai``: ``openai.types.chat.ChatCompletionToolParam``; no field for examples.
 - ``openai-responses``: ``openai.types.responses.FunctionToolParam``; no field for examples.
 - ``anthropic``: ``anthropic.types.ToolParam``; the examples go to ``input_examples``.
-- ``mcp``: ``mcp.types.Tool`` (wire names, camelCase); no field for examples.
+- ``mcp``: ``mcp.types.Tool`` (wire names, camelCase) with ``title`` and ``outputSchema``
+  (``spec.result``); no field for examples.
 - ``openai-strict`` / ``openai-responses-strict``: the same with ``strict: true`` and the
   parameters in the subset strict mode accepts (``openai_strict_schema``): an optional field
   becomes required and nullable, keywords strict mode rejects move into the description.
@@ -140,17 +141,31 @@ def anthropic_tool(contract: Contract) -> dict[str, Any]:
 
 
 def mcp_tool(contract: Contract) -> dict[str, Any]:
-    """An MCP ``Tool`` (wire names, camelCase).
+    """An MCP ``Tool`` (wire names, camelCase): the contract's ``spec.title`` (else one made
+    from the name: ``createFollowUp`` → "Create follow up"), and ``spec.result`` as the
+    ``outputSchema`` when the contract declares one.
 
-    ``idempotentHint`` is true only for reads: the gate suppresses a repeated write within one
-    request (same operation ID), but the same arguments in a new request are a new write, so a
-    client must not assume repeating a write is free. ``destructiveHint`` is left out (the
-    protocol's default, true, is the careful reading) because a contract does not say.
+    ``destructiveHint`` is true for a write: a contract does not say a write only adds, and
+    true is the careful reading. ``idempotentHint`` is true only for reads: the gate
+    suppresses a repeated write within one request (same operation ID), but the same
+    arguments in a new request are a new write, so a client must not assume repeating a
+    write is free.
     """
-    return {"name": contract.name, "description": contract.document.description,
-            "inputSchema": _parameters(contract),
-            "annotations": {"readOnlyHint": not contract.is_write,
-                            "idempotentHint": not contract.is_write}}
+    tool: dict[str, Any] = {
+        "name": contract.name, "title": contract.title or title_of(contract.name),
+        "description": contract.document.description, "inputSchema": _parameters(contract),
+        "annotations": {"readOnlyHint": not contract.is_write,
+                        "destructiveHint": contract.is_write,
+                        "idempotentHint": not contract.is_write}}
+    if contract.result_schema is not None:
+        tool["outputSchema"] = copy.deepcopy(dict(contract.result_schema))
+    return tool
+
+
+def title_of(name: str) -> str:
+    """A title people read, from a tool's name: ``getTicketStatus`` → "Get ticket status"."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_.-]+", " ", name).split()
+    return " ".join(words).lower().capitalize() if words else name
 
 
 # OpenAI strict mode ------------------------------------------------------------------------
@@ -327,6 +342,10 @@ def _problems(contract: Contract, tool_format: ToolFormat) -> list[str]:
     if schema.get("type") != "object":
         problems.append(f"{where}: {tool_format.title} needs `type: object` at the top of "
                         "spec.arguments")
+    if tool_format.render is mcp_tool and contract.result_schema is not None \
+            and contract.result_schema.get("type") != "object":
+        problems.append(f"{where}: MCP needs `type: object` at the top of spec.result (an "
+                        "outputSchema describes a result object); wrap the result in one")
     if not tool_format.top_level_combinators_allowed:
         found = [keyword for keyword in _COMBINATORS if keyword in schema]
         if found:
