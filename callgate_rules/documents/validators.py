@@ -33,6 +33,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from callgate_rules.documents.cache import VALID_SCHEMAS, schema_key
 from callgate_rules.documents.schemacheck import GateValidator, validity_check
 from callgate_rules.documents.source import NodePath
 from callgate_rules.regex import pattern_problem
@@ -140,9 +141,15 @@ def _meta_validator() -> Draft202012Validator:
 
 
 def check_json_schema(schema: Any) -> None:
-    """``check_schema`` with the meta-schema validator built once, not once a contract."""
+    """``check_schema`` with the meta-schema validator built once, not once a contract; a
+    schema that passed before (the same canonical JSON) is known valid from the cache."""
+    key = schema_key(schema)
+    if key is not None and VALID_SCHEMAS.get(key) is not None:
+        return
     validator = _meta_validator()
     if validator.is_valid(schema):
+        if key is not None:
+            VALID_SCHEMAS.put(key, b"")
         return
     error = best_match(validator.iter_errors(schema))
     if error is not None:

@@ -1,0 +1,105 @@
+"""The load cache (``documents.cache``): content-addressed, atomic, safe to share and delete.
+
+A schema that passed the meta-schema check is known valid on the next load of the same
+content; a changed schema, a corrupt entry or a deleted directory costs only the full
+check again; an invalid schema is never remembered; where the cache lives follows
+``CALLGATE_CACHE_DIR``, then ``XDG_CACHE_HOME``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from callgate_rules.documents import cache
+from callgate_rules.documents.compiler import compile_paths, load
+from callgate_rules.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "cache"
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", str(where))
+    return where
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> list[Path]:
+    for name in ("contracts", "policies"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    return [tmp_path / "contracts", tmp_path / "policies"]
+
+
+def entries(directory: Path) -> list[Path]:
+    return sorted(path for path in directory.rglob("*") if path.is_file())
+
+
+def test_a_second_load_finds_every_schema_known_valid(directory: Path,
+                                                      documents: list[Path]) -> None:
+    first = load(documents)
+    written = entries(directory)
+    assert written, "the first load remembers the schemas it checked"
+    assert all(cache.VALID_SCHEMAS.get(path.name) == b"" for path in written)
+
+    again = load(documents)
+    assert entries(directory) == written
+    assert again.contracts.keys() == first.contracts.keys()
+
+
+def test_a_corrupt_or_deleted_entry_is_checked_afresh_and_written_again(
+        directory: Path, documents: list[Path]) -> None:
+    load(documents)
+    corrupt, *others = entries(directory)
+    corrupt.write_bytes(corrupt.read_bytes()[:-3] + b"xyz")
+    others[0].unlink()
+    assert cache.VALID_SCHEMAS.get(corrupt.name) is None
+
+    load(documents)
+    assert cache.VALID_SCHEMAS.get(corrupt.name) == b""
+    assert cache.VALID_SCHEMAS.get(others[0].name) == b""
+    shutil.rmtree(directory)
+    load(documents)  # a deleted cache is only a cold one
+
+
+def test_an_invalid_schema_is_refused_every_time_and_never_remembered(
+        directory: Path, documents: list[Path]) -> None:
+    contract = documents[0] / "createFollowUp.yaml"
+    contract.write_text(contract.read_text().replace("maxLength: 500", "maxLength: -5"))
+    for _ in range(2):
+        compilation = compile_paths(documents)
+        assert any("not a valid JSON Schema" in str(finding) for finding in compilation.errors)
+        with pytest.raises(ConfigError):
+            load(documents)
+
+
+def test_changed_content_gets_another_entry() -> None:
+    assert cache.schema_key({"type": "string"}) != cache.schema_key({"type": "integer"})
+    assert cache.schema_key({"a": 1, "b": [True]}) == cache.schema_key({"b": [True], "a": 1})
+    assert cache.schema_key({1: "not a JSON key"}) is None
+    assert cache.schema_key({"type": "number", "minimum": 1}) != cache.schema_key(
+        {"type": "number", "minimum": 1.0})
+
+
+def test_where_it_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CALLGATE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_directory() == tmp_path / "xdg" / "callgate"
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", str(tmp_path / "own"))
+    assert cache.cache_directory() == tmp_path / "own"
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", "")
+    assert cache.cache_directory() is None
+    cache.VALID_SCHEMAS.put("00ab", b"")  # no cache: nothing written, nothing found
+    assert cache.VALID_SCHEMAS.get("00ab") is None
+
+
+def test_a_directory_that_cannot_be_written_is_no_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, documents: list[Path]) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would be")
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", str(blocked))
+    load(documents)
+    load(documents)
