@@ -45,7 +45,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.graph import END
 from langgraph.types import interrupt
 
-from callgate_rules.integrations.formats import tool_result_text
+from callgate_rules.integrations.formats import tool_definitions, tool_result_text
 from callgate_rules.integrations.frameworks import OnDecision, proposal
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.decision import Decision
@@ -93,6 +93,12 @@ class CallgateToolNode(RunnableLambda[Any, dict[str, Any]]):
         self._runs: OrderedDict[str, Run] = OrderedDict()
         super().__init__(self._run_sync, afunc=self._run_async, name=name)
 
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The contracts as OpenAI strict tool definitions, for ``model.bind_tools(...)``:
+        the tool list the model is offered comes from the contracts the node checks."""
+        return tool_definitions(self.gate.gate.config, "openai-strict")
+
     def _run_sync(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """A synchronous graph's call: the same node, on an event loop of its own."""
         return asyncio.run(self._run_async(state, config))
@@ -106,8 +112,8 @@ class CallgateToolNode(RunnableLambda[Any, dict[str, Any]]):
         request = request_id(config, messages)
         conversation = convert_to_openai_messages(list(messages))
         gate_config = self.gate.gate.config
-        proposals = [proposal(gate_config, call.name, call.arguments, call.call_id,
-                              strict=False) for call in calls]
+        proposals = [proposal(gate_config, call.name, call.arguments, call.call_id)
+                     for call in calls]
         # 1. No side effects: what every call would do, and a person's word on each write
         #    that needs one. A re-run after resume repeats only this phase.
         previews: list[Preview] = []
