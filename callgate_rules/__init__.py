@@ -52,9 +52,11 @@ if TYPE_CHECKING:
         tool_result_text,
     )
     from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
+    from callgate_rules.pipeline.asynchronous import AsyncGate
     from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
     from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
     from callgate_rules.pipeline.gate import Gate
+    from callgate_rules.pipeline.preview import Preview, approve
     from callgate_rules.pipeline.route import Run
     from callgate_rules.store import open_store
     from callgate_rules.taxonomy import ErrorClass, Route
@@ -81,13 +83,16 @@ _EXPORTED_FROM = {
     **dict.fromkeys(("Decision", "ShadowVerdict", "TraceEntry"),
                     "callgate_rules.pipeline.decision"),
     **dict.fromkeys(("ExecutionRequest", "Executor", "Finder"), "callgate_rules.pipeline.execute"),
+    "AsyncGate": "callgate_rules.pipeline.asynchronous",
     "Gate": "callgate_rules.pipeline.gate",
+    **dict.fromkeys(("Preview", "approve"), "callgate_rules.pipeline.preview"),
     "Run": "callgate_rules.pipeline.route",
     "open_store": "callgate_rules.store",
     **dict.fromkeys(("ErrorClass", "Route"), "callgate_rules.taxonomy"),
 }
 
 __all__ = [
+    "AsyncGate", "Preview", "approve",
     "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",
     "ConversationError", "ReadingLimits", "Sealer", "tool_result_text",
     "ConnectionLost", "Decision", "DecisionLog", "ErrorClass", "ExecutionRequest", "Executor",
