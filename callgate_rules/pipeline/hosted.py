@@ -33,7 +33,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -221,8 +221,7 @@ class HostedWrites:
         except StoreError as error:
             return self._done(router.refused_confirmation(STORE_DOWN, decision, str(error)))
         if not claim.may_execute:  # replayed, or released on the page: claim as usual
-            return self._paused(decision, progress, machine,
-                                machine.advance(State.CLAIM, HOST_STEPS))
+            return self.claim_operation(receipt.operation_id, actor=actor, session=session)
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         return self._paused(decision, progress, machine, State.SEND)
 
@@ -258,14 +257,17 @@ class HostedWrites:
     def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
                         lease: str | None = None) -> WriteMachine:
         machine = self.gate._machine(progress, actor, request_id)
-        machine.worker = lease or f"host:{uuid.uuid4().hex}"  # the lease the host holds
+        # The lease the host holds names when it was taken: the call deadline runs from there.
+        machine.worker = lease or \
+            f"host:{uuid.uuid4().hex}:{int(self.gate.clock().timestamp() * 1000)}"
         return machine
 
     def _resumed(self, receipt: Receipt, session: Mapping[str, Any] | None,
                  lease: str | None) -> tuple[Decision, Progress, WriteMachine]:
         """The decision and machine of a stored operation, decided again from its receipt
-        (the variables verify and reconcile read), its budget carried over: the retries
-        its attempts spent, and the call deadline from its first claim or confirmation."""
+        (the variables verify and reconcile read), its budget carried over: the retries its
+        attempts spent, and the call deadline from when the lease was taken (each claim
+        that takes one is an attempt, so both together bound the whole operation)."""
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
         decision, progress = self._checked(call, receipt.actor, receipt.request_id, session,
                                            None, None)
@@ -278,8 +280,8 @@ class HostedWrites:
         machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease)
         retries = machine.retries
         retries.count = max(receipt.attempts - 1, 0)
-        started = receipt.confirmed_at or receipt.created_at
-        retries.deadline = started + timedelta(seconds=retries.budgets.call_deadline_seconds)
+        retries.deadline = _lease_taken(machine.worker) + \
+            timedelta(seconds=retries.budgets.call_deadline_seconds)
         return decision, progress, machine
 
     def _paused(self, decision: Decision, progress: Progress, machine: WriteMachine,
@@ -362,3 +364,9 @@ class HostedWrites:
         for observer in self.observers:
             observer(recorded)
         return recorded
+
+
+def _lease_taken(lease: str) -> datetime:
+    """When a lease of ``_hosted_machine``'s making was taken (it holds the store's
+    fence, so a host cannot move this without losing the lease)."""
+    return datetime.fromtimestamp(int(lease.rsplit(":", 1)[1]) / 1000, tz=UTC)

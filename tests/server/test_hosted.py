@@ -232,3 +232,21 @@ def test_the_library_gate_keeps_its_drafts_for_the_page(tmp_path: Path) -> None:
     receipt = gate.store.get(decision.operation_id)
     assert receipt is not None and receipt.detail == decision.draft
     assert "WARNING: recipientIban" in (receipt.detail or "")
+
+
+def test_a_confirmation_minutes_later_still_executes(
+        hosted: tuple[HostedWrites, FakeClock]) -> None:
+    flow, clock = hosted
+    held = flow.decide(payment(INJECTED, 30), actor=DANA, request_id="r11", session=SESSION,
+                       conversation=conversation(INJECTED))
+    released = flow.decide(payment(INJECTED, 31), actor=DANA, request_id="r11",
+                           session=SESSION, conversation=conversation(INJECTED))
+    assert held.confirmation_token and released.operation_id
+    clock.sleep(5 * 60)  # a person takes their time, well past the 30 s call deadline
+    flow.approve(released.operation_id, approver="erin")
+    clock.sleep(60)
+    step = flow.confirm(held.confirmation_token, actor=DANA, confirmed_by="dana",
+                        session=SESSION)
+    assert step.action == Action.EXECUTE
+    again = flow.claim_operation(released.operation_id, actor=DANA)
+    assert again.action == Action.EXECUTE
