@@ -242,3 +242,21 @@ def test_a_masked_argument_echoed_by_a_record_stays_masked(note: str) -> None:
     assert note not in line and json.dumps(note)[1:-1] not in line
     assert decision.log["replay"]["records"]["ticket"]["found"]["subject"] == "re: ***"
     assert decision.log["replay"]["masked"] == ["note"]
+
+
+def test_hostile_lines_are_one_lines_problem(tmp_path: Path, suite_log: Path) -> None:
+    good = next(line for line in lines_of(suite_log) if line.get("tool") == "sendEmail"
+                and "replay" in line and line["replay"]["provenance"])
+    log = tmp_path / "decisions.jsonl"
+    log.write_text("\n".join([
+        "[" * 100_000 + "]" * 100_000,  # deeper than Python's stack
+        json.dumps({**good, "replay": {**good["replay"], "provenance": 5}}),
+        json.dumps({**good, "replay": {**good["replay"], "actor": "not an actor"}}),
+        json.dumps({**good, "replay": {**good["replay"], "now": "yesterday"}}),
+        json.dumps(good),
+    ]) + "\n")
+    found = replay(read_log(log), load([REPO / "contracts", REPO / "policies"]))
+    assert found.lines == 5 and found.unchanged >= 1
+    assert [n.line for n in found.not_redecided][:3] == [1, 2, 3]
+    text = run_replay(log, REPO / "contracts", REPO / "policies")
+    assert "Traceback" not in text

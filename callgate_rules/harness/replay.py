@@ -148,7 +148,7 @@ def read_log(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any] | None]]
                 continue
             try:
                 record = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
                 record = None
             yield number, record if isinstance(record, dict) else None
 
@@ -197,9 +197,13 @@ def redecide(gate: Gate, line: int,
     gate.resolvers = resolvers
     conversation = RecordedConversation((), sources=inputs.provenance) \
         if inputs.provenance is not None else None
-    decision = gate.check({"name": tool, "arguments": arguments}, actor=inputs.actor,
-                          now=_decision_time(inputs, record), request_id=request_id,
-                          session=inputs.session or None, conversation=conversation)
+    try:
+        decision = gate.check({"name": tool, "arguments": arguments}, actor=inputs.actor,
+                              now=_decision_time(inputs, record), request_id=request_id,
+                              session=inputs.session or None, conversation=conversation)
+    except Exception as error:  # a line edited by hand (or by an attacker) is one line's problem
+        return NotRedecided(line, request_id, tool, "its recorded inputs cannot be decided "
+                            f"on ({type(error).__name__}: {str(error)[:200]})")
     if resolvers.unrecorded:
         return NotRedecided(line, request_id, tool, "it looks up "
                             f"{', '.join(sorted(resolvers.unrecorded))}, which no record was "
