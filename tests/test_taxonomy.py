@@ -144,7 +144,7 @@ def test_the_loaded_schema_has_every_reference_resolved(kind: str) -> None:
     assert not any("$ref" in node or "$defs" in node for node in nodes(loaded))
     spoken = [(node["enum"], members) for node in nodes(loaded)
               if "enum" in node and (members := vocabulary_of(node["enum"])) is not None]
-    assert spoken
+    assert spoken or kind == "Definitions"  # names and CEL only: no closed vocabulary
     for enum, members in spoken:
         assert enum == values(members)
 
