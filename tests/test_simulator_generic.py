@@ -240,3 +240,44 @@ def test_load_takes_one_path_as_one_path() -> None:
     one = load(str(TEMPLATE / "contracts"))
     assert sorted(one.contracts) == ["getOrder", "issueRefund"]
     assert sorted(load(TEMPLATE / "contracts").contracts) == sorted(one.contracts)
+
+
+# What coverage counts -------------------------------------------------------------------------
+
+
+def test_coverage_counts_what_the_new_domain_can_reach() -> None:
+    from callgate_rules.harness.reachable import reachable
+
+    possible = reachable(CONFIG)
+    assert sorted(possible.left_out) == [
+        "error class ambiguous", "error class confirmation_required",
+        "route await_confirmation", "route clarify"]
+    assert possible.left_out["route clarify"] == "only ambiguous is routed to it, and left out"
+    assert {"duplicate", "reconcile_failed", "unexpected_argument", "not_found"} <= \
+        possible.error_classes
+    assert {"reconcile", "return_receipt", "retry", "review"} <= possible.routes
+
+
+def test_a_one_read_domain_is_not_asked_for_writes(tmp_path: Path) -> None:
+    from callgate_rules.harness.reachable import reachable
+
+    (tmp_path / "ping.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "callgate/v1", "kind": "ToolContract",
+        "metadata": {"name": "ping", "version": "1.0.0", "owner": "o@example.com",
+                     "description": "Ping."},
+        "spec": {"effect": "read", "arguments": {"type": "object"},
+                 "examples": [{"arguments": {}}]}}))
+    possible = reachable(load(tmp_path))
+    for missing in ("duplicate", "reconcile_failed", "not_found", "invalid_argument",
+                    "unexpected_argument", "confirmation_required"):
+        assert f"error class {missing}" in possible.left_out, missing
+    assert "route return_receipt" in possible.left_out
+    assert "route reconcile" in possible.left_out  # a read's lost answer is retried
+    assert possible.left_out["error class duplicate"] == "no write tool"
+
+
+def test_the_reference_configuration_leaves_nothing_out() -> None:
+    from callgate_rules.harness.reachable import reachable
+
+    repository = Path(__file__).resolve().parents[1]
+    assert reachable(load([repository / "contracts", repository / "policies"])).left_out == {}

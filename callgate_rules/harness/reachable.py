@@ -99,7 +99,12 @@ def reachable(config: GateConfig) -> Reachable:
     routes = _routes(config, set(classes), bool(writes), reconciles)
     for route in Route:
         if str(route) not in routes:
-            left_out[f"route {route}"] = "no reachable error class is routed to it"
+            routed_here = sorted(str(c) for c, r in config.routing.routes.items()
+                                 if r == route)
+            left_out[f"route {route}"] = (
+                f"only {', '.join(routed_here)} {'is' if len(routed_here) == 1 else 'are'} "
+                "routed to it, and left out" if routed_here
+                else "the RoutingTable routes no error class to it")
     return Reachable(frozenset(str(c) for c in classes), frozenset(routes), left_out)
 
 
