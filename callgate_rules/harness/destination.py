@@ -526,8 +526,8 @@ def other_value(value: Any) -> Any:
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
-        moved = value + 1
-        return moved if moved != value else -value  # past 2**53 a float + 1 is itself
+        bumped = value + 1
+        return bumped if bumped != value else -value  # past 2**53 a float + 1 is itself
     if isinstance(value, str):
         try:
             moved = datetime.fromisoformat(value) + timedelta(days=1)
