@@ -36,6 +36,7 @@ from callgate_rules.store.base import (
     replayed_confirmation_outcome,
     resolved_error_class,
 )
+from callgate_rules.store.history import MemoryHistory
 
 
 def _json_copy(value: Any) -> Any:
@@ -60,10 +61,11 @@ def _detached(receipt: Receipt) -> Receipt:
     )
 
 
-class MemoryStore:
+class MemoryStore(MemoryHistory):
     """A ``ReceiptStore`` that lives and dies with the process."""
 
     def __init__(self) -> None:
+        MemoryHistory.__init__(self)
         self.url = "memory:"
         self._lock = threading.Lock()
         self._receipts: dict[str, Receipt] = {}

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import as_utc
+from callgate_rules.store.history import POSTGRES_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -93,6 +94,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             """,
         ],
     ),
+    (2, POSTGRES_TABLE),  # run histories (store.history)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -125,7 +127,7 @@ TAKE_OLDEST_OPEN_REVIEW = render(
 # First key of the advisory lock that serializes migrations (the second is the schema's hash).
 MIGRATION_LOCK_KEY = 0x6361_6C6C  # "call"
 
-DATA_TABLES = ("callgate_receipts", "callgate_reviews")
+DATA_TABLES = ("callgate_receipts", "callgate_reviews", "callgate_run_history")
 REQUIRED_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -156,6 +158,7 @@ class PostgresStore(SqlReceiptStore):
     """
 
     _sql = Statements(POSTGRES)
+    _history_sql = HistoryStatements.of(POSTGRES)
 
     def __init__(
         self,

@@ -56,6 +56,7 @@ from callgate_rules.store.base import (
     replayed_confirmation_outcome,
     resolved_error_class,
 )
+from callgate_rules.store.history import HISTORY_LIMIT, HistoryEntry, HistoryStatements
 from callgate_rules.store.statements import Cursor, Query, Row, Statements, Write, execute
 
 # How often a claim or hold starts over when the receipt it collided with was purged before
@@ -68,6 +69,7 @@ class SqlReceiptStore(ABC):
 
     url: str
     _sql: ClassVar[Statements]
+    _history_sql: ClassVar[HistoryStatements]
     _driver_error: type[Exception]  # the driver's base exception, raised as StoreError
 
     # Receipts ------------------------------------------------------------------------------
@@ -251,6 +253,58 @@ class SqlReceiptStore(ABC):
             receipts = cursor.rowcount
             execute(cursor, self._sql.purge_reviews, parameters)
             return receipts + cursor.rowcount
+
+    # Run history (store.history) -----------------------------------------------------------
+
+    def record_history(self, entry: HistoryEntry) -> None:
+        executed_at = entry.executed_at
+        parameters = {
+            "run_id": entry.run_id, "at": self._time_parameter(entry.at), "tool": entry.tool,
+            "arguments": canonical_json(entry.arguments), "route": entry.route,
+            "error_class": entry.error_class, "request_id": entry.request_id,
+            "operation_id": entry.operation_id, "executed": entry.executed,
+            "executed_at": None if executed_at is None else self._time_parameter(executed_at),
+            "result": canonical_json(entry.result),
+        }
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.insert, parameters)
+
+    def run_history(self, run_id: str, *, since: datetime,
+                    limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
+        parameters = {"run_id": run_id, "since": self._time_parameter(since), "limit": limit}
+        with self._read() as cursor:
+            execute(cursor, self._history_sql.select, parameters)
+            rows = cursor.fetchall()
+        time, json_value = self._time_value, self._json_value
+        return [HistoryEntry(
+            run_id=row["run_id"], at=time(row["at"]), tool=row["tool"],
+            arguments=json_value(row["arguments"]), route=row["route"],
+            error_class=row["error_class"], request_id=row["request_id"],
+            operation_id=row["operation_id"], executed=bool(row["executed"]),
+            executed_at=None if row["executed_at"] is None else time(row["executed_at"]),
+            result=None if row["result"] is None else json_value(row["result"]),
+        ) for row in reversed(rows)]
+
+    def mark_executed(self, operation_id: str, *, at: datetime, route: str,
+                      result: Any = None) -> int:
+        parameters = {"operation_id": operation_id, "executed": True, "route": route,
+                      "executed_at": self._time_parameter(at),
+                      "result": canonical_json(result)}
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.mark_executed, parameters)
+            return cursor.rowcount
+
+    def run_of(self, operation_id: str) -> str | None:
+        with self._read() as cursor:
+            execute(cursor, self._history_sql.run_of, {"operation_id": operation_id})
+            row = cursor.fetchone()
+        return None if row is None else str(row["run_id"])
+
+    def purge_history(self, *, older_than: datetime) -> int:
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.purge,
+                    {"cutoff": self._time_parameter(older_than)})
+            return cursor.rowcount
 
     # What a dialect supplies ---------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc
+from callgate_rules.store.history import SQLITE_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -89,6 +90,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             """,
         ],
     ),
+    (2, SQLITE_TABLE),  # run histories (store.history)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -139,6 +141,7 @@ class SqliteStore(SqlReceiptStore):
     _sql = Statements(
         SQLITE_RETURNING if sqlite3.sqlite_version_info >= RETURNING_SQLITE else SQLITE
     )
+    _history_sql = HistoryStatements.of(SQLITE)
     _driver_error = sqlite3.Error
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:

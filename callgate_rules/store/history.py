@@ -1,0 +1,216 @@
+"""A run's history, kept by the store: every proposal a gate handled for one run.
+
+The rules read it as the CEL variable ``history`` (``pipeline.history`` makes the variable
+and documents its shape). It is kept here, beside the receipts, so that several gate
+instances serving one run (several app or gateway processes on one SQLite file or one
+PostgreSQL database) see the same history. Each entry is written once, when its proposal
+ends, and changed once more at most: when a write held for a person's confirmation runs
+(``mark_executed``, by operation ID).
+
+Reads are bounded twice: only entries newer than ``since`` (the gate's retention), and only
+the newest ``limit`` of them. ``purge_history`` deletes what is older than the retention.
+Time always comes from the caller, as for receipts.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from callgate_rules.store.base import as_utc
+from callgate_rules.store.statements import Dialect, Query, render
+
+# Newest entries read per decision at most: a run longer than this is judged on its tail.
+HISTORY_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One proposal of a run as it ended. ``arguments`` are the validated arguments with the
+    contract's masked fields masked; ``result`` is kept only for a contract that declares
+    its result's shape (``spec.result``)."""
+
+    run_id: str
+    at: datetime  # when the proposal was decided
+    tool: str
+    arguments: Mapping[str, Any]
+    route: str
+    error_class: str | None
+    request_id: str
+    operation_id: str | None = None
+    executed: bool = False  # known to have run (a read answered, a write succeeded)
+    executed_at: datetime | None = None
+    result: Any = None
+
+
+@runtime_checkable
+class RunHistory(Protocol):
+    """What a store that keeps run histories offers (every store callgate ships does)."""
+
+    def record_history(self, entry: HistoryEntry) -> None: ...
+
+    def run_history(self, run_id: str, *, since: datetime,
+                    limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
+        """The run's entries decided at or after ``since``, oldest first; the newest
+        ``limit`` of them when there are more."""
+        ...
+
+    def mark_executed(self, operation_id: str, *, at: datetime, route: str,
+                      result: Any = None) -> int:
+        """Record that the held write ``operation_id`` ran (its entries lose the error
+        class that held it); how many entries it changed."""
+        ...
+
+    def run_of(self, operation_id: str) -> str | None:
+        """The run whose history holds ``operation_id``, or ``None``."""
+        ...
+
+    def purge_history(self, *, older_than: datetime) -> int: ...
+
+
+class MemoryHistory:
+    """Run histories in this process: ``MemoryStore``'s, and the gate's own when its store
+    keeps none."""
+
+    def __init__(self) -> None:
+        self._history_lock = threading.Lock()
+        self._entries: list[HistoryEntry] = []
+
+    def record_history(self, entry: HistoryEntry) -> None:
+        detached = replace(entry, at=as_utc(entry.at),
+                           arguments=copy.deepcopy(dict(entry.arguments)),
+                           result=copy.deepcopy(entry.result))
+        with self._history_lock:
+            self._entries.append(detached)
+
+    def run_history(self, run_id: str, *, since: datetime,
+                    limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
+        since = as_utc(since)
+        with self._history_lock:
+            found = [entry for entry in self._entries
+                     if entry.run_id == run_id and entry.at >= since]
+        found.sort(key=lambda entry: entry.at)  # stable: insertion order breaks ties
+        return [replace(entry, arguments=copy.deepcopy(dict(entry.arguments)),
+                        result=copy.deepcopy(entry.result)) for entry in found[-limit:]]
+
+    def mark_executed(self, operation_id: str, *, at: datetime, route: str,
+                      result: Any = None) -> int:
+        with self._history_lock:
+            changed = 0
+            for index, entry in enumerate(self._entries):
+                if entry.operation_id == operation_id:
+                    self._entries[index] = replace(entry, executed=True, route=route,
+                                                   error_class=None,
+                                                   executed_at=as_utc(at),
+                                                   result=copy.deepcopy(result))
+                    changed += 1
+            return changed
+
+    def run_of(self, operation_id: str) -> str | None:
+        with self._history_lock:
+            return next((entry.run_id for entry in self._entries
+                         if entry.operation_id == operation_id), None)
+
+    def purge_history(self, *, older_than: datetime) -> int:
+        older_than = as_utc(older_than)
+        with self._history_lock:
+            kept = [entry for entry in self._entries if entry.at >= older_than]
+            purged = len(self._entries) - len(kept)
+            self._entries = kept
+            return purged
+
+
+# The SQL, written once; ``HistoryStatements`` renders it for a dialect ---------------------
+
+INSERT_HISTORY = """
+    INSERT INTO callgate_run_history (run_id, at, tool, arguments, route, error_class,
+                                      request_id, operation_id, executed, executed_at, result)
+    VALUES ({run_id}, {at}, {tool}, {arguments:json}, {route}, {error_class:text},
+            {request_id}, {operation_id:text}, {executed}, {executed_at}, {result:json})
+"""
+# newest first, so that LIMIT keeps the tail; the caller puts them back in order
+SELECT_HISTORY = """
+    SELECT * FROM callgate_run_history
+    WHERE run_id = {run_id} AND at >= {since}
+    ORDER BY at DESC, position DESC
+    LIMIT {limit}
+"""
+MARK_EXECUTED = """
+    UPDATE callgate_run_history
+    SET executed = {executed}, executed_at = {executed_at}, route = {route},
+        error_class = NULL, result = {result:json}
+    WHERE operation_id = {operation_id}
+"""
+RUN_OF = """
+    SELECT run_id FROM callgate_run_history WHERE operation_id = {operation_id} LIMIT 1
+"""
+PURGE_HISTORY = "DELETE FROM callgate_run_history WHERE at < {cutoff}"
+
+# The table, as each dialect's migration 2 creates it.
+SQLITE_TABLE = [
+    """
+    CREATE TABLE callgate_run_history (
+        position     INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id       TEXT NOT NULL,
+        at           TEXT NOT NULL,
+        tool         TEXT NOT NULL,
+        arguments    TEXT NOT NULL,
+        route        TEXT NOT NULL,
+        error_class  TEXT,
+        request_id   TEXT NOT NULL,
+        operation_id TEXT,
+        executed     INTEGER NOT NULL,
+        executed_at  TEXT,
+        result       TEXT
+    )
+    """,
+    "CREATE INDEX callgate_run_history_run ON callgate_run_history (run_id, at)",
+    """
+    CREATE INDEX callgate_run_history_operation ON callgate_run_history (operation_id)
+        WHERE operation_id IS NOT NULL
+    """,
+]
+POSTGRES_TABLE = [
+    """
+    CREATE TABLE callgate_run_history (
+        position     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id       text NOT NULL,
+        at           timestamptz NOT NULL,
+        tool         text NOT NULL,
+        arguments    jsonb NOT NULL,
+        route        text NOT NULL,
+        error_class  text,
+        request_id   text NOT NULL,
+        operation_id text,
+        executed     boolean NOT NULL,
+        executed_at  timestamptz,
+        result       jsonb
+    )
+    """,
+    "CREATE INDEX callgate_run_history_run ON callgate_run_history (run_id, at)",
+    """
+    CREATE INDEX callgate_run_history_operation ON callgate_run_history (operation_id)
+        WHERE operation_id IS NOT NULL
+    """,
+]
+
+
+@dataclass(frozen=True)
+class HistoryStatements:
+    """The run-history statements in one dialect, rendered once per store class."""
+
+    insert: Query
+    select: Query
+    mark_executed: Query
+    run_of: Query
+    purge: Query
+
+    @classmethod
+    def of(cls, dialect: Dialect) -> HistoryStatements:
+        return cls(render(INSERT_HISTORY, dialect), render(SELECT_HISTORY, dialect),
+                   render(MARK_EXECUTED, dialect), render(RUN_OF, dialect),
+                   render(PURGE_HISTORY, dialect))
