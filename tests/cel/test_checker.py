@@ -450,3 +450,42 @@ def test_selecting_on_an_optional_continues_the_optional_chain() -> None:
                  "{'a': {'b': 1}}.?a.b.orValue(0) == 1"):
         result = check(parser.parse(text), Environment({}))
         assert result.errors == (), text
+
+
+# Hostile trees -----------------------------------------------------------------------------------
+
+def test_a_tree_deeper_than_the_stack_is_no_crash() -> None:
+    """The parser bounds depth; a tree built past it is checked as dyn, never a crash."""
+    tree: s.Node = args("name")
+    for _ in range(20_000):
+        tree = s.Call("_+_", (tree, s.Literal("x")))
+    assert check(tree, environment()).type == t.DYN
+
+
+LEAVES = st.sampled_from([s.Literal(1), s.Literal(1.5), s.Literal("a"), s.Literal(None),
+                          s.Literal(True), s.Ident("args"), s.Ident("now"), s.Ident("i"),
+                          args("name"), args("note"), args("items"), args("tags")])
+NAMES = st.sampled_from(["_+_", "_==_", "_<_", "_&&_", "_||_", "!_", "_?_:_", "@in", "size",
+                         "split", "first", "orValue", "math.greatest", "nosuch", "-_"])
+
+
+def _trees(inner: st.SearchStrategy[s.Node]) -> st.SearchStrategy[s.Node]:
+    return st.one_of(
+        st.builds(lambda f, a: s.Call(f, tuple(a)), NAMES, st.lists(inner, max_size=3)),
+        st.builds(lambda f, target, a: s.Call(f, tuple(a), target), NAMES, inner,
+                  st.lists(inner, max_size=2)),
+        st.builds(lambda o, f: s.Select(o, f), inner, st.sampled_from(["qty", "x", "name"])),
+        st.builds(lambda o, i: s.Index(o, i), inner, inner),
+        st.builds(lambda name, target, body: s.Macro(name, (s.Ident("i"), body), target),
+                  st.sampled_from(["all", "exists", "map", "filter", "sortBy"]), inner, inner),
+        st.builds(lambda e: s.ListLiteral(tuple(e)), st.lists(inner, max_size=3)),
+        st.builds(lambda k, v: s.MapLiteral((s.MapEntry(k, v),)), inner, inner),
+        st.builds(lambda a: s.Macro("has", (a,)), st.builds(s.Select, inner,
+                                                           st.sampled_from(["note", "x"]))))
+
+
+@given(st.recursive(LEAVES, _trees, max_leaves=12))
+def test_any_tree_checks_without_an_exception(tree: s.Node) -> None:
+    result = check(tree, environment())
+    assert isinstance(result.type, t.Type)
+    assert all(f.severity in ("error", "warning") and f.line >= 1 for f in result.findings)
