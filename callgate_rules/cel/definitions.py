@@ -38,7 +38,7 @@ from callgate_rules.cel.parser import parse
 
 # What a definition may not be called: the variables every rule reads, and the macros.
 RESERVED = frozenset({
-    "args", "actor", "session", "now", "tool", "provenance", "record", "result",
+    "args", "actor", "session", "now", "tool", "provenance", "history", "record", "result",
     "has", "all", "exists", "exists_one", "existsOne", "map", "filter", "cel",
     "true", "false", "null", "in",
 })

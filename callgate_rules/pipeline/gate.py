@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +34,7 @@ from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.canonical import arguments_hash, operation_id
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
 from callgate_rules.pipeline.execute import Executor, Finder
+from callgate_rules.pipeline.history import entry_of, kept_result, variable
 from callgate_rules.pipeline.machine import (
     Retries,
     Sleep,
@@ -50,11 +51,14 @@ from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.store import open_store
 from callgate_rules.store.base import NewOperation, ReceiptState, ReceiptStore
-from callgate_rules.taxonomy import ErrorClass
+from callgate_rules.store.history import HistoryEntry, MemoryHistory, RunHistory
+from callgate_rules.taxonomy import ErrorClass, Route
 
 Clock = Callable[[], datetime]
 # What a person is told when the receipt store cannot be reached; the log keeps why.
 STORE_DOWN = "the receipt store is unavailable right now; nothing was executed, try again shortly"
+# How far back a run's ``history`` reaches by default (``Gate(history_retention=...)``).
+HISTORY_RETENTION = timedelta(days=1)
 
 
 def utc_now() -> datetime:
@@ -78,6 +82,7 @@ class Gate:
         decision_log: DecisionLog | None = None,
         secret: bytes | None = None,
         worker: str | None = None,
+        history_retention: timedelta = HISTORY_RETENTION,
     ) -> None:
         self.config = config
         self.resolvers: Mapping[str, Resolver] = resolvers if resolvers is not None else {}
@@ -99,6 +104,8 @@ class Gate:
         self.counters: Counter[str] = Counter()
         self._counters_lock = threading.Lock()
         self._plans_of_config = Plans(config)
+        self.history_retention = history_retention
+        self._own_history: MemoryHistory | None = None  # when the store keeps no histories
 
     @property
     def plans(self) -> Plans:
@@ -121,6 +128,15 @@ class Gate:
                                                     "sqlite:///callgate.sqlite3"))
         return self._store
 
+    @property
+    def histories(self) -> RunHistory:
+        """Where runs' histories are kept: the receipt store, when it keeps them."""
+        if isinstance(self.store, RunHistory):
+            return self.store
+        if self._own_history is None:
+            self._own_history = MemoryHistory()
+        return self._own_history
+
     @classmethod
     def from_paths(cls, *paths: str | Path, **bindings: Any) -> Gate:
         """Load and compile every document under ``paths`` (default: contracts, policies)."""
@@ -130,16 +146,19 @@ class Gate:
 
     def check(self, model_output: Any, *, actor: Mapping[str, Any],
               now: datetime | None = None, request_id: str | None = None,
-              session: Mapping[str, Any] | None = None, conversation: Any = None) -> Decision:
+              session: Mapping[str, Any] | None = None, conversation: Any = None,
+              run: Run | None = None,
+              history: Sequence[HistoryEntry] | None = None) -> Decision:
         """Decide about one proposal without executing anything (steps 1–4 and the route).
 
         ``session`` holds facts about the session that no argument can prove (declared by
         the AccessPolicy's ``session`` schema); ``conversation`` is the message list that
         led to the proposal (OpenAI or Anthropic format), from which the ``provenance`` of
         every argument value is worked out. Without a request ID, one is drawn when the
-        log record is first read."""
+        log record is first read. ``run`` or ``history``: what ``history`` holds (see
+        ``handle``); nothing is recorded."""
         return self._sealed(self._check(model_output, actor, now or self.clock(), request_id,
-                                        session, conversation)[0])
+                                        session, conversation, run, history)[0])
 
     def preview(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                 now: datetime | None = None, session: Mapping[str, Any] | None = None,
@@ -155,7 +174,8 @@ class Gate:
 
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
                request_id: str | None, session: Mapping[str, Any] | None = None,
-               conversation: Any = None) -> tuple[Decision, Progress]:
+               conversation: Any = None, run: Run | None = None,
+               history: Sequence[HistoryEntry] | None = None) -> tuple[Decision, Progress]:
         plans, limits = self.plans, self.config.routing.input_limits
         progress = Progress(time.perf_counter(), dict(session) if session else {},
                             read_conversation(conversation, sealer=self.sealer)
@@ -169,6 +189,8 @@ class Gate:
             plan = progress.plan = plans.tools.get(call.contract.name) \
                 or plans.tool(call.contract)
             trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
+            if plan.reads_history:  # the run so far, for the rules that read it
+                progress.variables["history"] = self._history(call.contract, run, history, now)
             outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
                 call.arguments, actor, progress.session, now, self.resolvers,
                 progress.conversation, progress.variables, trace, progress.shadow)
@@ -182,15 +204,19 @@ class Gate:
 
     def handle(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                run: Run | None = None, now: datetime | None = None,
-               session: Mapping[str, Any] | None = None, conversation: Any = None) -> Decision:
+               session: Mapping[str, Any] | None = None, conversation: Any = None,
+               history: Sequence[HistoryEntry] | None = None) -> Decision:
         """All seven steps for one proposal: decide, then execute at most once, reconcile and
         route. ``request_id`` identifies the user's request: the same call proposed twice
         within it is one operation. Pass the same ``run`` for every proposal of one agent run
-        so its budgets (calls per tool, failures, regenerations, deadline) hold."""
+        so its budgets (calls per tool, failures, regenerations, deadline) hold, and its
+        ``history`` (kept by the store under ``run.run_id``) reaches every rule that reads
+        it; a host that keeps the history itself passes ``history`` and records nothing
+        here (``pipeline.history.entry_of`` makes the entry)."""
         now = now or self.clock()
         run = run or Run(started_at=now)
         decision, progress = self._check(model_output, actor, now, request_id, session,
-                                         conversation)  # 1–4
+                                         conversation, run, history)  # 1–4
         limit = run.admit(decision, self.config.routing.budgets, now)
         if limit is not None:  # 7 ROUTE: a run limit reached takes the limit path
             decision = self.plans.router.limit_path(decision, limit, actor,
@@ -198,6 +224,13 @@ class Gate:
         elif goes_on(decision):  # 5 EXECUTE, 6 RECONCILE, 7 ROUTE
             decision = self._execute(decision, progress, actor, request_id)
         run.ended(decision)
+        if history is None and progress.contract is not None and self.plans.records_history:
+            try:
+                self.histories.record_history(entry_of(decision, progress.contract,
+                                                       run.run_id, request_id, now))
+            except StoreError:  # the call has ended; the next one's read of it fails closed
+                with self._counters_lock:
+                    self.counters["history_not_recorded"] += 1
         return self._record(decision)
 
     def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
@@ -224,7 +257,11 @@ class Gate:
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:  # used: its write ran or runs
             return self._record(router.used_confirmation(receipt))
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        decision, progress = self._check(call, actor, now, receipt.request_id, session)
+        run_id = self.histories.run_of(receipt.operation_id) \
+            if self.plans.records_history else None
+        decision, progress = self._check(call, actor, now, receipt.request_id, session,
+                                         run=None if run_id is None else
+                                         Run(started_at=now, run_id=run_id))
         if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:  # rights or rules changed
             return self._record(router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
@@ -242,7 +279,24 @@ class Gate:
             return self._record(router.used_confirmation(claim.receipt, decision))
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         ending = machine.run(start=State.SEND)
+        if run_id is not None and ending.route == Route.RETURN_RESULT:
+            self.histories.mark_executed(receipt.operation_id, at=now, route=str(ending.route),
+                                         result=kept_result(machine.contract, ending.result))
         return self._record(router.ended(decision, progress, ending, receipt.operation_id))
+
+    def _history(self, contract: Contract, run: Run | None,
+                 history: Sequence[HistoryEntry] | None, now: datetime) -> list[Any]:
+        """``history``: the host's, else the run's from the store (empty for a new run)."""
+        if history is None:
+            if run is None:
+                return []
+            try:
+                history = self.histories.run_history(run.run_id,
+                                                     since=now - self.history_retention)
+            except StoreError as error:  # rules over the run must not decide on a guess
+                raise Rejection(ErrorClass.TRANSIENT, f"the run history: {error}",
+                                contract=contract) from None
+        return variable(history)
 
     def _execute(self, decision: Decision, progress: Progress, actor: Mapping[str, Any],
                  request_id: str) -> Decision:

@@ -60,7 +60,7 @@ class ToolPlan:
     tool's first call, so that no decision works it out again."""
 
     __slots__ = ("contract", "rules", "may_see", "example", "versions", "parsed", "passed",
-                 "reads_provenance", "source", "decide", "foretold")
+                 "reads_provenance", "reads_history", "source", "decide", "foretold")
 
     def __init__(self, config: GateConfig, contract: Contract, tools: str) -> None:
         self.contract = contract
@@ -73,7 +73,10 @@ class ToolPlan:
         self.passed = f"All checks passed for {contract.name}."  # the agent message
         # Working out every argument's origin costs as much as a rule: skipped when nothing
         # about this tool reads it and no conversation asks for it.
-        self.reads_provenance = "provenance" in variables_read(contract, self.rules)
+        read = variables_read(contract, self.rules)
+        self.reads_provenance = "provenance" in read
+        # The run's history is read from the store only for a tool whose rules read it.
+        self.reads_history = "history" in read
         writer = _Writer()
         self.source = writer.plan(contract, config.policies, self.rules, self.may_see,
                                   self.reads_provenance, self.example,
@@ -88,7 +91,8 @@ class Plans:
     """The plans of one configuration: a ``ToolPlan`` per tool (made on its first call),
     the router of step 7, and what a call of no known tool is decided with."""
 
-    __slots__ = ("config", "tool_list", "tools", "no_tool_versions", "router")
+    __slots__ = ("config", "tool_list", "tools", "no_tool_versions", "router",
+                 "_records_history")
 
     def __init__(self, config: GateConfig) -> None:
         self.config = config
@@ -96,6 +100,18 @@ class Plans:
         self.tools: dict[str, ToolPlan] = {}  # by tool name, made by ``tool``
         self.no_tool_versions = config.versions_for(None)  # each decision gets a copy
         self.router = Router(config, self.tool_list, self.versions_of)
+        self._records_history: bool | None = None
+
+    @property
+    def records_history(self) -> bool:
+        """Whether any expression of the configuration reads ``history``: if none does, a
+        run's history is not kept (worked out on first use)."""
+        if self._records_history is None:
+            self._records_history = any(
+                "history" in variables_read(contract, authorize.ToolRules.of(
+                    self.config.policies, name))
+                for name, contract in self.config.contracts.items())
+        return self._records_history
 
     def tool(self, contract: Contract) -> ToolPlan:
         plan = self.tools.get(contract.name)

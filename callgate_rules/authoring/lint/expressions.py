@@ -19,7 +19,8 @@ from callgate_rules.documents.model import Contract, Lookup
 from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
-BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance"})
+BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance",
+                            "history"})
 
 
 @dataclass(frozen=True)

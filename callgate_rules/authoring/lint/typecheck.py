@@ -27,6 +27,7 @@ from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.syntax import Node
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Contract, Lookup
+from callgate_rules.pipeline.history import HISTORY_TYPE
 
 
 def check_types(compilation: Compilation) -> Iterator[Finding]:
@@ -108,6 +109,7 @@ def variable_types(compilation: Compilation, contract: Contract) -> dict[str, t.
         "actor": _declared(compilation.actor_schema),
         "session": _declared(compilation.session_schema),
         "provenance": provenance_type(arguments),
+        "history": HISTORY_TYPE,  # the run so far: pipeline.history documents the shape
         "now": t.TIMESTAMP,
         "tool": t.STRING,
         "result": t.DYN,
