@@ -321,3 +321,19 @@ def test_an_expression_is_checked_with_its_definitions_expanded(run: Any, tmp_pa
     assert (file, line, severity, code) == ("refund.yaml", place(text, "words(")[0], "error",
                                             "no-overload")
     assert "split is a string method" in message and "args.quantity" in message
+
+
+def test_verify_reads_result_as_the_contracts_result_schema_declares(
+        run: Any, tmp_path: Path) -> None:
+    findings, text, _ = run("args.quantity > 0")
+    assert findings == []  # without spec.result, result is unknown: nothing to check
+    contract = CONTRACT.replace("EXPRESSION", "args.quantity > 0").replace(
+        "  verify:\n", "  result:\n    type: object\n    required: [id]\n"
+        "    properties: {id: {type: string}, refunded: {type: number}}\n  verify:\n").replace(
+        "result.id == args.orderId", "result.ident == args.orderId")
+    (tmp_path / "refund.yaml").write_text(contract, encoding="utf-8")
+    [finding] = lint([tmp_path])
+    assert (finding.location.line, finding.location.column, finding.code) == (
+        *place(contract, "ident =="), "unknown-field")
+    assert "refund verify: result.ident is not declared; declared fields: id, refunded" in (
+        finding.message)

@@ -4,10 +4,10 @@ The types come from the documents: ``args`` from the contract's argument schema,
 and ``session`` from the AccessPolicy's schemas, each look-up's variable from its record
 ``schema`` (a list of them for ``many: list``), ``record`` in a look-up's ``visible`` likewise,
 ``provenance`` mirrors the arguments (each argument's sources, a list of strings), ``now`` is
-a timestamp, ``tool`` a string; ``result`` (verify) and ``found`` (reconcile.match) come
-from the destination and are ``dyn``, as is anything without a schema. The checker is
-``cel.checker``; this module finds the places and says the findings at file:line:col, the
-expression's place in the YAML plus the offset inside it.
+a timestamp, ``tool`` a string; ``result`` (verify) is typed by the contract's
+``spec.result``; ``found`` (reconcile.match) and anything without a schema are ``dyn``.
+The checker is ``cel.checker``; this module finds the places and says the findings at
+file:line:col, the expression's place in the YAML plus the offset inside it.
 """
 
 from __future__ import annotations
@@ -112,7 +112,9 @@ def variable_types(compilation: Compilation, contract: Contract) -> dict[str, t.
         "history": HISTORY_TYPE,  # the run so far: pipeline.history documents the shape
         "now": t.TIMESTAMP,
         "tool": t.STRING,
-        "result": t.DYN,
+        # the destination's answer: typed by the contract's spec.result where it has one
+        "result": t.DYN if contract.result_schema is None else t.from_schema(
+            contract.result_schema),
         "found": t.DYN,
     }
     for lookup in contract.lookups:
