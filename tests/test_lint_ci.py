@@ -642,3 +642,13 @@ def test_versions_compare_as_numbers_where_they_are_numbers() -> None:
     assert compare_versions("2024-01-rc", "2024-02") == -1  # not numbers: compared as text
     assert (next_version("1.0.9"), next_version("v3"), next_version("beta")) == (
         "1.0.10", "v4", "a version above beta")
+
+
+def test_a_note_is_a_sarif_note_and_a_github_notice() -> None:
+    schema = json.loads((DATA / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+    note = Finding(Location("a.yaml", 3, 7), "note", "undeclared-schema", "declare it")
+    log = sarif_log([note])
+    assert list(Draft4Validator(schema).iter_errors(log)) == []
+    assert log["runs"][0]["results"][0]["level"] == "note"
+    assert github_annotation(note) == (
+        "::notice file=a.yaml,line=3,col=7,title=undeclared-schema::declare it")
