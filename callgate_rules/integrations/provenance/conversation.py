@@ -33,6 +33,11 @@ class Segment:
     kind: str  # user, system or tool
     text: str
     tool: str | None = None  # for a tool result: the tool that produced it, when known
+    # The user turn this piece belongs to or follows (1 = the first user message; 0 before
+    # any), and for a tool result the arguments of the model's call it answers, as JSON
+    # text when known: what ``origins`` tells echoes and "named by the user" with.
+    turn: int = 0
+    arguments: str | None = None
 
 
 @dataclass(frozen=True)

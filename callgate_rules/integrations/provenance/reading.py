@@ -113,6 +113,8 @@ class _Reader:
         self.segments: list[Segment] = []
         self.notes: list[str] = []
         self.tool_names: dict[str, str] = {}  # call ID → tool name, to name a result's source
+        self.tool_arguments: dict[str, str] = {}  # call ID → the call's arguments, as text
+        self.turn = 0  # user messages read so far
         self.characters = 0
         self.items = 0
 
@@ -126,7 +128,7 @@ class _Reader:
             return
         role, kind = message.get("role"), message.get("type")
         if kind == "function_call":  # Responses: the model's own call
-            self.remember(message.get("call_id"), message.get("name"))
+            self.remember(message.get("call_id"), message.get("name"), message.get("arguments"))
         elif kind == "function_call_output":
             self.tool_result(message.get("output"), message.get("call_id"), where)
         elif role in ("system", "developer"):
@@ -140,6 +142,10 @@ class _Reader:
 
     def user(self, content: Any, where: str) -> None:
         """Anthropic puts tool results inside user messages: those are not the user's words."""
+        if not isinstance(content, list) or not all(
+                isinstance(block, Mapping) and block.get("type") == "tool_result"
+                for block in content):
+            self.turn += 1
         if not isinstance(content, list):
             self.add(USER, self.text(content, where))
             return
@@ -159,13 +165,14 @@ class _Reader:
             for call in calls:
                 self.count_item()
                 if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                    self.remember(call.get("id"), call["function"].get("name"))
+                    self.remember(call.get("id"), call["function"].get("name"),
+                                  call["function"].get("arguments"))
         content = message.get("content")
         if isinstance(content, list):
             for block in content:
                 self.count_item()
                 if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                    self.remember(block.get("id"), block.get("name"))
+                    self.remember(block.get("id"), block.get("name"), block.get("input"))
 
     def tool_result(self, content: Any, call_id: Any, where: str) -> None:
         text = self.text(content, where)
@@ -175,15 +182,20 @@ class _Reader:
         if split_seal(text) is not None:
             self.notes.append(f"{where}: carries a callgate seal that does not verify (another "
                               "secret, another call, or forged); read as a tool result")
-        self.segments.append(Segment(TOOL, text, self.tool_names.get(answers)))
+        self.segments.append(Segment(TOOL, text, self.tool_names.get(answers), self.turn,
+                                     self.tool_arguments.get(answers)))
 
-    def remember(self, call_id: Any, name: Any) -> None:
+    def remember(self, call_id: Any, name: Any, arguments: Any = None) -> None:
         if isinstance(call_id, str) and isinstance(name, str):
             self.tool_names[call_id] = name
+            if isinstance(arguments, str):
+                self.tool_arguments[call_id] = self.chars(arguments)
+            elif isinstance(arguments, Mapping):
+                self.tool_arguments[call_id] = self.json_text(arguments, "a call's input", 1)
 
     def add(self, kind: str, text: str) -> None:
         if text:
-            self.segments.append(Segment(kind, text))
+            self.segments.append(Segment(kind, text, None, self.turn))
 
     # -- content as text --------------------------------------------------------------
 
