@@ -26,7 +26,7 @@ from tests.cel.conformance_harness import (
 CONFORMANCE_DIR = default_directory()
 
 # Known failures, each with its reason: Python's datetime holds microseconds, not
-# nanoseconds, and a Python dict cannot hold both the keys 1 and true.
+# nanoseconds; a Python dict cannot hold both the keys 1 and true; exact numeric ordering.
 KNOWN_FAILURES: dict[str, str] = {
     "timestamps/timestamp_conversions/toString_timestamp_nanos": "nanoseconds",
     "timestamps/timestamp_arithmetic/add_time_to_duration_nanos_negative": "nanoseconds",
@@ -34,6 +34,12 @@ KNOWN_FAILURES: dict[str, str] = {
     "timestamps/timestamp_range/add_duration_nanos_over": "nanoseconds",
     "timestamps/timestamp_range/add_duration_nanos_under": "nanoseconds",
     "string_ext/format/map support (all key types)": "a dict merges the keys 1 and true",
+    # callgate orders numbers exactly (an integral JSON number decides as the same number
+    # with a fraction); cel-go orders an int against a double as a double
+    "comparisons/lt_literal/not_lt_dyn_int_big_lossy_double": "exact ordering",
+    "comparisons/gt_literal/not_gt_dyn_big_double_int": "exact ordering",
+    "comparisons/lte_literal/lte_dyn_big_double_int": "exact ordering",
+    "comparisons/gte_literal/gte_dyn_int_big_lossy_double": "exact ordering",
 }
 
 

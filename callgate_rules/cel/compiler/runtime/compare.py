@@ -116,10 +116,11 @@ def _ordering(operator: str, compare: Callable[[Any, Any], bool]) -> Callable[[A
         if left_kind == right_kind and left_kind in _ORDERED_KINDS:
             return compare(left, right)
         if left_kind in _NUMERIC_KINDS and right_kind in _NUMERIC_KINDS:
-            # Heterogeneous numeric ordering as cel-go has it: an int or uint against a
-            # double is compared as a double (9223372036854775807 < 2.0**63 is false).
-            if left_kind == "double" or right_kind == "double":
-                return compare(float(left), float(right))
+            # Heterogeneous numeric ordering: exact, as Python compares int with float,
+            # consistent with equality, so that an integral JSON number decides as the same
+            # number written with a fraction. (cel-go orders an int against a double as a
+            # double: its conformance tests *_big_lossy_double expect
+            # 9223372036854775807 < 9223372036854775808.0 to be false; here it is true.)
             return compare(left, right)
         raise no_overload(operator, left, right)
 
