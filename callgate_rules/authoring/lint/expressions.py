@@ -132,10 +132,12 @@ def check_variables(compilation: Compilation) -> Iterator[Finding]:
 def read_at(place: ExpressionPlace, dotted_path: str) -> Location:
     """Where the expression first reads ``dotted_path`` (its last field's name), else where
     the expression starts."""
-    try:
-        tree = parse_cel(place.expression.source)
-    except CelSyntaxError:
-        return place.location
+    tree = place.expression.tree
+    if tree is None:
+        try:
+            tree = parse_cel(place.expression.source)
+        except CelSyntaxError:
+            return place.location
     for node in syntax.walk(tree):
         if isinstance(node, syntax.Select) and syntax.qualified_name(node) == dotted_path:
             return place.source.locate_in_scalar(place.path, node.at.line, node.at.column)

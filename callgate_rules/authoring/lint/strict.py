@@ -129,7 +129,8 @@ def check_undeclared_schemas(compilation: Compilation) -> Iterator[Finding]:
             else:
                 continue
             read.setdefault(subject, set()).add(f"{path[0]}.{path[1]}")
-            first.setdefault(subject, read_at(place, f"{path[0]}.{path[1]}"))
+            if subject not in first:
+                first[subject] = read_at(place, f"{path[0]}.{path[1]}")
     for subject, fields in sorted(read.items()):
         where = ("spec.actor of an AccessPolicy" if subject == "actor" else
                  "spec.session of an AccessPolicy" if subject == "session" else
