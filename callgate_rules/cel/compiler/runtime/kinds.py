@@ -2,7 +2,7 @@
 
 ``kind`` names a border value's CEL type (``int``, ``string``, ``map``, ...); operators use
 it on their general path, after the fast path for two operands of one exact type. The
-range checks hold ints to 64 bits and durations to cel-python's ±10,000 years; the error
+range checks hold ints to 64 bits and durations to cel-go's ±292 years; the error
 makers are what compiled code raises and how a Python exception from an inlined fast path
 becomes the ``CelEvaluationError`` callers see.
 """
