@@ -27,7 +27,8 @@ key, an out-of-range index, int64 and uint64 overflow, division or modulo by zer
   false (not an error) when ``a.b`` is missing or not a map, as cel-python has it.
 - Timestamps are RFC 3339 texts from year 1 to 9999, to the microsecond (Python's
   ``datetime`` has no nanoseconds: a text's digits past the sixth are dropped); durations
-  are Go duration texts within ±10,000 years; both print as cel-go prints them.
+  are Go duration texts within ±292 years (int64 nanoseconds); both print as cel-go
+  prints them.
 - Optionals (cel-go's optionals library): ``a.?b`` and ``a[?k]`` are ``optional.of`` the
   value or ``optional.none()``, a selection after one stays optional, ``[?x]`` and
   ``{?k: v}`` include only present values.
