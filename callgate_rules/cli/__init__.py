@@ -2,11 +2,12 @@
 
 The commands are grouped by what they work on, as the library is: ``harness`` (check one
 call, simulate scenarios, run policy tests, score a control set), ``authoring`` (lint, fmt,
-export, catalog), ``store`` (receipts, the review queue), ``gateway`` (the MCP gateway,
-``init --from-mcp``), ``replay`` (a decision log against changed documents) and ``serve``
-(the decision service, ``hash-password``). This module
-puts them under one group, which is the one place a ``CallgateError`` becomes a message and
-an exit code: each exception class carries its ``exit_code``, as click's own exceptions do.
+export, catalog), ``store`` (receipts, the review queue), ``gateway`` (the MCP gateway),
+``init`` (a new project, or drafts from tool lists and MCP servers), ``replay`` (a
+decision log against changed documents) and ``serve`` (the decision service,
+``hash-password``). This module puts them under one group, which is the one place a
+``CallgateError`` becomes a message and an exit code: each exception class carries its
+``exit_code``, as click's own exceptions do.
 
 Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios),
 2 bad input (a file that cannot be read, a bad option) — always one clear line, never a
@@ -31,7 +32,8 @@ COMMAND_MODULES = {
     **dict.fromkeys(("check", "simulate", "test", "eval"), "harness"),
     **dict.fromkeys(("lint", "fmt", "export", "catalog"), "authoring"),
     **dict.fromkeys(("receipts", "review"), "store"),
-    **dict.fromkeys(("gateway", "init"), "gateway"),
+    "gateway": "gateway",
+    "init": "init",
     "replay": "replay",
     **dict.fromkeys(("serve", "hash-password"), "serve"),
 }

@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from callgate_rules.cli.extras import require_gateway_extra
-from callgate_rules.cli.init import init
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
 
@@ -83,5 +82,4 @@ def _default_paths() -> tuple[str, ...]:
     return paths
 
 
-# ``init`` is registered with the MCP command it grew out of until the group lists it.
-COMMANDS = (gateway, init)
+COMMANDS = (gateway,)
