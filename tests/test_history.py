@@ -55,7 +55,8 @@ class Bank:
 
     def executors(self) -> dict[str, Any]:
         return {tool: self.executor(tool) for tool in ("sendMoney", "createPayee",
-                                                       "sendEmail", "readChannel")}
+                                                       "sendEmail", "readChannel",
+                                                       "readInbox")}
 
 
 def gate_on(config: GateConfig, store: ReceiptStore, bank: Bank, clock: FakeClock,
@@ -194,7 +195,9 @@ def test_a_host_history_is_read_and_nothing_is_recorded(config: GateConfig) -> N
 
 
 def test_a_history_nothing_reads_is_not_kept(tmp_path: Path) -> None:
-    config = load([BANKING / "contracts" / "createPayee.yaml", BANKING / "policies"])
+    policy = (BANKING / "policies" / "access.yaml").read_text()
+    (tmp_path / "access.yaml").write_text(policy[:policy.index("  sequences:")])
+    config = load([BANKING / "contracts" / "createPayee.yaml", tmp_path])
     store = MemoryStore()
     gate = gate_on(config, store, Bank(), FakeClock(T0))
     run = Run(started_at=T0)
@@ -302,8 +305,9 @@ def lint_rule(tmp_path: Path, expression: str) -> list[tuple[str, str]]:
         "  examples:\n",
         f"  rules:\n    - name: probe\n      expression: '{expression}'\n"
         "      error_class: forbidden\n      message: refused\n  examples:\n"))
-    for name in ("sendMoney.yaml", "createPayee.yaml"):
-        (tmp_path / name).write_text((BANKING / "contracts" / name).read_text())
+    for other in (BANKING / "contracts").glob("*.yaml"):
+        if other.name != "readChannel.yaml":
+            (tmp_path / other.name).write_text(other.read_text())
     (tmp_path / "access.yaml").write_text((BANKING / "policies" / "access.yaml").read_text())
     return [(f.code, f.message) for f in lint([tmp_path])
             if f.severity != "note" and f.code != "no-routing-table"]

@@ -51,6 +51,7 @@ from callgate_rules.documents.model import (
 )
 from callgate_rules.documents.routing import build_routing
 from callgate_rules.documents.schemacheck import validity_check
+from callgate_rules.documents.sequences import SequenceRule, compile_sequence
 from callgate_rules.documents.source import (
     NodePath,
     SourceDocument,
@@ -170,6 +171,7 @@ class _Compiler:
         self.contracts: dict[str, Contract] = {}
         self.contract_sources: dict[str, SourceDocument] = {}
         self.access_rules: list[AccessRule] = []
+        self.sequence_rules: list[SequenceRule] = []  # spec.sequences, added when finished
         self.policy_documents: list[DocumentRef] = []
         self.actor_schema: Mapping[str, Any] | None = None
         self.session_schema: Mapping[str, Any] | None = None
@@ -367,6 +369,10 @@ class _Compiler:
             reconcile_argument=reconcile.get("argument", "operation_id"),
             title=spec.get("title"),
             result_schema=spec.get("result"),
+            labels=tuple(
+                (label, compiled) for label, text in spec.get("labels", {}).items()
+                if (compiled := self.expression(source, ("spec", "labels", label), text))
+                is not None),
         )
 
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
@@ -435,6 +441,11 @@ class _Compiler:
                 document=ref,
                 location=source.locate(path),
             ))
+        for index, item in enumerate(spec.get("sequences", ())):
+            sequence = compile_sequence(item, source, ("spec", "sequences", index),
+                                        self.expression, ref, mode, on_error)
+            if sequence is not None:
+                self.sequence_rules.append(sequence)
 
     def _declared_schema(self, source: SourceDocument, spec: Mapping[str, Any], name: str,
                          declared: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -491,15 +502,20 @@ class _Compiler:
             argument_validator(self.session_schema) if self.session_schema is not None
             else None
         )
+        # a sequence rule is a deny access rule, or a business rule of each tool it names
+        access_rules = (*self.access_rules,
+                        *(s.deny for s in self.sequence_rules if s.deny is not None))
         contracts = {
             name: replace(contract, private_lookups=tuple(records_read(
-                contract, tuple(rule for rule in self.access_rules if rule.applies_to(name)))))
+                contract, tuple(rule for rule in access_rules if rule.applies_to(name)))),
+                rules=(*contract.rules, *(s.confirm for s in self.sequence_rules
+                                          if s.confirm is not None and s.applies_to(name))))
             for name, contract in self.contracts.items()
         }
         return GateConfig(
             contracts=contracts,
             policies=AccessPolicies(
-                rules=tuple(self.access_rules),
+                rules=access_rules,
                 actor_validator=actor_validator,
                 actor_schema=self.actor_schema,
                 documents=tuple(self.policy_documents),

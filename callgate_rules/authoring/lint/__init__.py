@@ -54,6 +54,7 @@ from callgate_rules.authoring.lint.rules import (
     constant_value,
     normalized_cel,
 )
+from callgate_rules.authoring.lint.sequences import check_sequences
 from callgate_rules.authoring.lint.strict import (
     check_undeclared_schemas,
     check_yaml_traps,
@@ -85,6 +86,7 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_forbidden_routes,
     check_unnarrowed_lookups,
     check_undeclared_schemas,
+    check_sequences,
 )
 
 
