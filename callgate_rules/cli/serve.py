@@ -52,6 +52,9 @@ def _loopback(host: str) -> bool:
 @click.option("--users", "users_file", type=click.Path(path_type=Path),
               help="Who may sign in to the review page (YAML; see `callgate hash-password`).")
 @click.option("--world", "world_file", help="Records for the look-ups: collection → list.")
+@click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
+              help="Append every decision's log line to this file (JSON lines, masked), "
+                   "e.g. for `callgate replay`.")
 @click.option("--max-body", default=256 * 1024, show_default=True, type=int,
               help="The largest request body, in bytes.")
 @click.option("--timeout", "request_timeout", default=30.0, show_default=True, type=float,
@@ -64,7 +67,8 @@ def _loopback(host: str) -> bool:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file: Path | None,
-          no_auth: bool, users_file: Path | None, world_file: str | None, max_body: int,
+          no_auth: bool, users_file: Path | None, world_file: str | None,
+          decision_log: Path | None, max_body: int,
           request_timeout: float, concurrency: int, otel: str | None, secure_cookies: bool,
           log_level: str) -> None:
     """Serve the decision API (/v1), the review page (/review), /metrics, /healthz and
@@ -95,6 +99,7 @@ def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file:
         verifier=load_auth(auth_file) if auth_file else None,
         users=load_users(users_file) if users_file else None,
         secret=secret.encode() if secret else None, world=world_file,
+        decision_log=str(decision_log) if decision_log else None,
         max_body_bytes=max_body, request_timeout=request_timeout, concurrency=concurrency,
         otel=otel, secure_cookies=secure_cookies)
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,

@@ -44,10 +44,13 @@ from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
+from callgate_rules.pipeline.history import entry_of
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
-from callgate_rules.pipeline.route import Ending, Progress, goes_on
+from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
+from callgate_rules.pipeline.runs import run_from_history
 from callgate_rules.store.base import Receipt, ReceiptState, holds_lease
-from callgate_rules.taxonomy import ErrorClass
+from callgate_rules.store.history import HistoryEntry
+from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
 Observer = Callable[[Decision], None]  # called with every decision the flow records
 
@@ -121,42 +124,49 @@ class HostedWrites:
 
     def decide(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                session: Mapping[str, Any] | None = None, conversation: Any = None,
-               now: datetime | None = None) -> Decision:
+               now: datetime | None = None, run_id: str | None = None) -> Decision:
         """Steps 1–4 and the route. An allowed write carries its operation ID (claim it
-        next); one that needs a person is held, with its draft and confirmation token."""
+        next); one that needs a person is held, with its draft and confirmation token.
+        ``run_id`` names the agent run: its budgets hold across requests (``pipeline.runs``)
+        and the proposal joins its history."""
         decision, progress = self._checked(model_output, actor, request_id, session,
-                                           conversation, now)
+                                           conversation, now, run_id)
         contract = progress.contract
-        if not goes_on(decision) or contract is None or not contract.is_write:
-            return self._record(decision)
+        if goes_on(decision) and contract is not None and contract.is_write:
+            decision = self._write_decided(decision, progress, actor, request_id)
+        return self._record(self._remembered(decision, progress, run_id, request_id))
+
+    def _write_decided(self, decision: Decision, progress: Progress,
+                       actor: Mapping[str, Any], request_id: str) -> Decision:
+        """An allowed write with its operation ID, or held for a person."""
         try:
             machine = self.gate._machine(progress, actor, request_id)
             if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
-                return self._record(self._hold(decision, progress, machine))
+                return self._hold(decision, progress, machine)
         except StoreError as error:
-            return self._record(self._ended(decision, progress, store_failed(
-                error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)),
-                None))
-        return self._record(replace(decision, operation_id=machine.operation.operation_id,
-                                    log={**decision.log,
-                                         "operation_id": machine.operation.operation_id}))
+            return self._ended(decision, progress, store_failed(
+                error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)), None)
+        return replace(decision, operation_id=machine.operation.operation_id,
+                       log={**decision.log, "operation_id": machine.operation.operation_id})
 
     # -- claim, finish, reconcile ----------------------------------------------------------
 
     def claim(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
               session: Mapping[str, Any] | None = None, conversation: Any = None,
-              now: datetime | None = None) -> Step:
+              now: datetime | None = None, run_id: str | None = None) -> Step:
         """Decide, and for an allowed write claim it: EXECUTE, or the earlier receipt."""
         decision, progress = self._checked(model_output, actor, request_id, session,
-                                           conversation, now)
+                                           conversation, now, run_id)
         contract = progress.contract
-        if not goes_on(decision) or contract is None or not contract.is_write:
-            return Step(Action.DONE, decision.operation_id or "", self._record(decision))
-        if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:  # held, as by decide
-            held = self.decide(model_output, actor=actor, request_id=request_id,
-                               session=session, conversation=conversation, now=now)
-            return Step(Action.DONE, held.operation_id or "", held)
+        if not goes_on(decision) or contract is None or not contract.is_write or \
+                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:  # held, as by decide
+            if goes_on(decision) and contract is not None and contract.is_write:
+                decision = self._write_decided(decision, progress, actor, request_id)
+            done = self._record(self._remembered(decision, progress, run_id, request_id))
+            return Step(Action.DONE, done.operation_id or "", done)
         machine = self._hosted_machine(progress, actor, request_id)
+        self._remembered(replace(decision, operation_id=machine.operation.operation_id),
+                         progress, run_id, request_id)
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
 
@@ -250,9 +260,71 @@ class HostedWrites:
 
     def _checked(self, model_output: Any, actor: Mapping[str, Any], request_id: str,
                  session: Mapping[str, Any] | None, conversation: Any,
-                 now: datetime | None) -> tuple[Decision, Progress]:
-        return self.gate._check(model_output, actor, now or self.gate.clock(), request_id,
-                                session, conversation)
+                 now: datetime | None, run_id: str | None = None) -> tuple[Decision, Progress]:
+        """Steps 1–4 and the route; in a named run, judged against the run's budgets as
+        ``Gate.handle`` judges its ``Run`` (a run limit reached takes the limit path)."""
+        gate = self.gate
+        now = now or gate.clock()
+        if run_id is None:
+            return gate._check(model_output, actor, now, request_id, session, conversation)
+        try:
+            run: Run | None = run_from_history(run_id, gate.histories.run_history(
+                run_id, since=now - gate.history_retention), now)
+        except StoreError as error:  # the run's budgets must not be judged on a guess
+            run, unread = None, error
+        decision, progress = gate._check(model_output, actor, now, request_id, session,
+                                         conversation, run)
+        if run is None:
+            return self._ended(decision, progress, store_failed(
+                unread, False, gate.config.routing.route_for(ErrorClass.TRANSIENT)),
+                None), progress
+        limit = run.admit(decision, gate.config.routing.budgets, now)
+        if limit is not None:
+            decision = gate.plans.router.limit_path(decision, limit, actor,
+                                                    lambda: gate.store, now)
+        return decision, progress
+
+    def _remembered(self, decision: Decision, progress: Progress, run_id: str | None,
+                    request_id: str) -> Decision:
+        """The decision, recorded in its run's history when it belongs to a named run."""
+        if run_id is not None:
+            now = self.gate.clock()
+            contract = progress.contract
+            entry = entry_of(decision, contract, run_id, request_id, now) \
+                if contract is not None else HistoryEntry(
+                    run_id=run_id, at=now, tool=decision.tool or "", arguments={},
+                    route=str(decision.route), request_id=request_id,
+                    error_class=str(decision.error_class) if decision.error_class else None)
+            self._kept(lambda: self.gate.histories.record_history(entry))
+        return decision
+
+    def _run_ended(self, decision: Decision) -> None:
+        """A write of a named run ended: a success marks its entries executed, a failure
+        is an entry of its own (the run's failure budget counts it)."""
+        operation, histories = decision.operation_id, self.gate.histories
+        if operation is None:
+            return
+        run_id = histories.run_of(operation)
+        if run_id is None:
+            return
+        now = self.gate.clock()
+        if decision.route == Route.RETURN_RESULT:
+            histories.mark_executed(operation, at=now, route=str(decision.route),
+                                    result=decision.result)
+        elif decision.error_class in FAILURES:
+            receipt = self.gate.store.get(operation)
+            request_id = receipt.request_id if receipt is not None else ""
+            histories.record_history(HistoryEntry(
+                run_id=run_id, at=now, tool=decision.tool or "", arguments={},
+                route=str(decision.route), error_class=str(decision.error_class),
+                request_id=request_id, operation_id=operation))
+
+    def _kept(self, write: Callable[[], Any]) -> None:
+        try:
+            write()
+        except StoreError:  # the call has ended; the next one's read of the run fails closed
+            with self.gate._counters_lock:
+                self.gate.counters["history_not_recorded"] += 1
 
     def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
                         lease: str | None = None) -> WriteMachine:
@@ -357,6 +429,7 @@ class HostedWrites:
         return self.gate.plans.router.ended(decision, progress, ending, operation)
 
     def _done(self, decision: Decision) -> Step:
+        self._kept(lambda: self._run_ended(decision))
         return Step(Action.DONE, decision.operation_id or "", self._record(decision))
 
     def _record(self, decision: Decision) -> Decision:

@@ -73,7 +73,8 @@ def api_router(service: Service) -> APIRouter:
         actor = pinned_actor(request, body.actor)
         decision = await service.run("decide", lambda: hosted.decide(
             body.model_output, actor=actor, request_id=body.request_id,
-            session=body.session, conversation=body.conversation))
+            session=body.session, conversation=body.conversation, run_id=body.run_id),
+            body.records)
         return DecisionOut.of(decision)
 
     @router.post("/claim", response_model=StepOut, tags=["writes"])
@@ -84,12 +85,12 @@ def api_router(service: Service) -> APIRouter:
         if body.operation_id is not None:
             operation = body.operation_id
             step = await service.run("claim", lambda: hosted.claim_operation(
-                operation, actor=actor, session=body.session))
+                operation, actor=actor, session=body.session), body.records)
         else:
             request_id = body.request_id or ""
             step = await service.run("claim", lambda: hosted.claim(
                 body.model_output, actor=actor, request_id=request_id, session=body.session,
-                conversation=body.conversation))
+                conversation=body.conversation, run_id=body.run_id), body.records)
         return StepOut.of(step)
 
     @router.post("/finish", response_model=StepOut, tags=["writes"])
@@ -103,7 +104,7 @@ def api_router(service: Service) -> APIRouter:
             else None, retry_after=body.failure.retry_after)
         step = await service.run("finish", lambda: hosted.finish(
             body.operation_id, body.lease, actor=actor, result=body.result, failure=failure,
-            session=body.session))
+            session=body.session), body.records)
         return StepOut.of(step)
 
     @router.post("/reconcile", response_model=StepOut, tags=["writes"])
@@ -113,7 +114,7 @@ def api_router(service: Service) -> APIRouter:
         actor = pinned_actor(request, body.actor)
         step = await service.run("reconcile", lambda: hosted.reconcile(
             body.operation_id, body.lease, actor=actor, found=body.found,
-            session=body.session))
+            session=body.session), body.records)
         return StepOut.of(step)
 
     @router.post("/confirm", response_model=StepOut, tags=["writes"])
@@ -123,7 +124,7 @@ def api_router(service: Service) -> APIRouter:
         actor = pinned_actor(request, body.actor)
         step = await service.run("confirm", lambda: hosted.confirm(
             body.confirmation_token, actor=actor, confirmed_by=body.confirmed_by,
-            session=body.session))
+            session=body.session), body.records)
         return StepOut.of(step)
 
     @router.get("/confirmations", response_model=list[PendingOut], tags=["people"])

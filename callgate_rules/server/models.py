@@ -19,6 +19,12 @@ ID = Field(min_length=1, max_length=200)
 ACTOR = Field(description="Who the call is for, as the host knows them (never taken from the "
                           "model's output); fields the host's token pins must match")
 SESSION = Field(default=None, description="Facts about the session no argument can prove")
+RECORDS = Field(default=None, description="The records the call's look-ups need, by look-up "
+                                          "name: a record, a list of them, or null for none; "
+                                          "each checked against the look-up's schema")
+RUN_ID = Field(default=None, min_length=1, max_length=200,
+               description="The agent run (or session) this proposal belongs to: the "
+                           "routing table's per-run limits hold across requests")
 
 
 class Strict(BaseModel):
@@ -36,6 +42,8 @@ class DecideRequest(Strict):
     conversation: list[Any] | None = Field(
         default=None, description="The messages that led to the call (OpenAI or Anthropic "
                                   "format), from which every value's provenance is read")
+    run_id: str | None = RUN_ID
+    records: dict[str, Any] | None = RECORDS
 
 
 class ClaimRequest(Strict):
@@ -48,6 +56,8 @@ class ClaimRequest(Strict):
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
     session: dict[str, Any] | None = SESSION
     conversation: list[Any] | None = None
+    run_id: str | None = RUN_ID
+    records: dict[str, Any] | None = RECORDS
 
     @model_validator(mode="after")
     def one_of(self) -> ClaimRequest:
@@ -72,6 +82,7 @@ class FinishRequest(Strict):
     session: dict[str, Any] | None = SESSION
     result: Any = Field(default=None, description="The destination's answer, as it gave it")
     failure: FailureReport | None = Field(default=None, description="Instead of a result")
+    records: dict[str, Any] | None = RECORDS
 
 
 class ReconcileRequest(Strict):
@@ -81,6 +92,7 @@ class ReconcileRequest(Strict):
     session: dict[str, Any] | None = SESSION
     found: Any = Field(default=None, description="What the destination holds under the "
                                                  "operation ID; null when nothing")
+    records: dict[str, Any] | None = RECORDS
 
 
 class ConfirmRequest(Strict):
@@ -89,6 +101,7 @@ class ConfirmRequest(Strict):
     confirmed_by: str = Field(min_length=1, max_length=200,
                               description="The person who confirmed, as the host knows them")
     session: dict[str, Any] | None = SESSION
+    records: dict[str, Any] | None = RECORDS
 
 
 class ResolveRequest(Strict):
@@ -128,7 +141,7 @@ class DecisionOut(BaseModel):
             operation_id=decision.operation_id, result=decision.result, draft=decision.draft,
             confirmation_token=decision.confirmation_token, limit_path=decision.limit_path,
             retry_after=decision.retry_after,
-            review_id=decision.extra.get("review_id") if decision.extra else None)
+            review_id=(decision.extra or {}).get("review_id") or decision.log.get("review_id"))
 
 
 class StepOut(BaseModel):

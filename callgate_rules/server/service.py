@@ -4,22 +4,24 @@ documents and the receipt store, its metrics, and the bound on concurrent gate w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.source import read_data_file
-from callgate_rules.errors import StoreError
+from callgate_rules.errors import InputError, StoreError
 from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.integrations.identity import TokenVerifier
 from callgate_rules.integrations.telemetry import log_decision
 from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation
 from callgate_rules.server.metrics import Metrics, TimedStore
 from callgate_rules.server.problems import Problem
+from callgate_rules.server.records import LookupRecords, RequestResolvers, with_records
 from callgate_rules.server.users import Users
 from callgate_rules.store import open_store
 from callgate_rules.store.base import ReceiptStore, ReviewItem, ReviewStatus
@@ -38,6 +40,7 @@ class ServiceSettings:
     users: Users | None = None  # who may sign in to the review page
     secret: bytes | None = None  # confirmation tokens and page sessions across instances
     world: str | None = None  # records for the look-ups (a world file), if any
+    decision_log: str | None = None  # every decision's log line, masked (JSON lines)
     max_body_bytes: int = 256 * 1024
     request_timeout: float = 30.0
     concurrency: int = 16  # gate calls running at once; more wait their turn
@@ -54,17 +57,24 @@ class Service:
         self.store = cast(ReceiptStore, TimedStore(open_store(settings.store),
                                                    self.metrics.store))
         self.metrics.watch(self.store)
+        self.lookups = LookupRecords(config)
+        self.decision_log = _decision_log(settings.decision_log)
         self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
-                                   resolvers=_resolvers(settings.world),
+                                   resolvers=RequestResolvers(_resolvers(settings.world)),
+                                   decision_log=self.decision_log,
                                    observers=(self.metrics.observe, log_decision, *observers))
         self.limiter = anyio.CapacityLimiter(settings.concurrency)
 
-    async def run(self, endpoint: str, work: Callable[[], T]) -> T:
-        """``work`` in a worker thread, timed under ``endpoint``. A request that runs out of
-        time is answered while its thread finishes: the receipt keeps what it did."""
+    async def run(self, endpoint: str, work: Callable[[], T],
+                  records: Mapping[str, Any] | None = None) -> T:
+        """``work`` in a worker thread, timed under ``endpoint``, with the look-ups' records
+        the request passed (``server.records``). A request that runs out of time is
+        answered while its thread finishes: the receipt keeps what it did."""
         started = time.perf_counter()
+        passed = self.lookups.by_collection(records)
         try:
-            return await anyio.to_thread.run_sync(work, limiter=self.limiter,
+            return await anyio.to_thread.run_sync(with_records(passed, work),
+                                                  limiter=self.limiter,
                                                   abandon_on_cancel=True)
         finally:
             self.metrics.requests.labels(endpoint).observe(time.perf_counter() - started)
@@ -91,6 +101,8 @@ class Service:
 
     def close(self) -> None:
         self.store.close()
+        if self.decision_log is not None:
+            self.decision_log.close()
 
 
 def _resolvers(world: str | None) -> WorldResolvers | None:
@@ -98,3 +110,13 @@ def _resolvers(world: str | None) -> WorldResolvers | None:
     if world is None:
         return None
     return WorldResolvers(check_world(read_data_file(world, "the world"), world))
+
+
+def _decision_log(path: str | None) -> DecisionLog | None:
+    """The library's decision log (masked as the gate masks it), appended to ``path``."""
+    if path is None:
+        return None
+    try:
+        return DecisionLog(path)
+    except OSError as error:
+        raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None

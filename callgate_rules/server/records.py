@@ -1,0 +1,132 @@
+"""The look-ups' records a host passes with a request (``records`` in the body), by look-up
+name, instead of (or before) the service's ``--world`` file.
+
+A host that keeps its records in its own database reads the ones a call needs and sends
+them: ``"records": {"ticket": {"id": "T-1", ...}}`` (one record, a list of them, or
+``null`` for "there is none"). Each name must be a look-up some contract declares, and each
+record is checked against the ``schema`` every contract declares for that look-up, so a
+host's mistake is a 422 naming the field, never a decision made on a malformed record.
+
+The gate asks its resolvers by collection; ``RequestResolvers`` answers a collection from
+the records the current request passed for a look-up of that collection, and from the world
+file for every other collection. The request's records travel in a context variable set in
+the worker thread that runs the call (``with_records``), so concurrent requests never see
+each other's records.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from jsonschema import Draft202012Validator
+
+from callgate_rules.documents.model import GateConfig
+from callgate_rules.harness.world import CollectionResolver
+from callgate_rules.pipeline.validate import Record, Resolver
+from callgate_rules.server.problems import Problem
+
+T = TypeVar("T")
+# Records by collection for the request running in this thread; None: none were passed.
+_REQUEST_RECORDS: contextvars.ContextVar[Mapping[str, Sequence[Record]] | None] = \
+    contextvars.ContextVar("callgate_request_records", default=None)
+MAX_RECORDS_PER_LOOKUP = 1000
+
+
+class LookupRecords:
+    """What each look-up name means across the configuration: its collections and the
+    record schemas the body's records must match."""
+
+    def __init__(self, config: GateConfig) -> None:
+        self.collections: dict[str, set[str]] = {}
+        self.validators: dict[str, list[Draft202012Validator]] = {}
+        for contract in config.contracts.values():
+            for lookup in contract.lookups:
+                self.collections.setdefault(lookup.name, set()).add(lookup.collection)
+                validators = self.validators.setdefault(lookup.name, [])
+                if lookup.record_schema is not None:
+                    validators.append(Draft202012Validator(lookup.record_schema))
+
+    def by_collection(self, given: Mapping[str, Any] | None,
+                      field: str = "body.records") -> dict[str, list[Record]] | None:
+        """The body's records checked and grouped by collection; ``None`` when none were
+        given. A 422 problem names every field that is wrong."""
+        if given is None:
+            return None
+        errors: list[dict[str, str]] = []
+        grouped: dict[str, list[Record]] = {}
+        for name, value in given.items():
+            records = self._records(name, value, f"{field}.{name}", errors)
+            for collection in self.collections.get(name, ()):
+                grouped.setdefault(collection, []).extend(records)
+        if errors:
+            raise Problem(422, "Bad records", "the records passed for the look-ups do not "
+                          "match their schemas", errors)
+        return grouped
+
+    def _records(self, name: str, value: Any, field: str,
+                 errors: list[dict[str, str]]) -> list[Record]:
+        if name not in self.collections:
+            known = ", ".join(sorted(self.collections)) or "none"
+            errors.append({"field": field, "message": f"no contract has a look-up {name!r} "
+                                                      f"(look-ups: {known})"})
+            return []
+        listed = [] if value is None else value if isinstance(value, list) else [value]
+        if len(listed) > MAX_RECORDS_PER_LOOKUP:
+            errors.append({"field": field, "message": f"at most {MAX_RECORDS_PER_LOOKUP} "
+                                                      "records per look-up"})
+            return []
+        records: list[Record] = []
+        for index, record in enumerate(listed):
+            where = f"{field}[{index}]" if isinstance(value, list) else field
+            if not isinstance(record, Mapping):
+                errors.append({"field": where, "message": "a record must be a JSON object"})
+                continue
+            for validator in self.validators[name]:
+                for error in sorted(validator.iter_errors(record), key=lambda e: list(e.path)):
+                    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                                   for p in error.path)
+                    errors.append({"field": f"{where}{path}", "message": error.message[:300]})
+            records.append(record)
+        return records
+
+
+class RequestResolvers(Mapping[str, Resolver]):
+    """The gate's resolvers in the service: the current request's records for the
+    collections it passed records for, else the world file's (if any)."""
+
+    def __init__(self, world: Mapping[str, Resolver] | None) -> None:
+        self.world = world
+
+    def __getitem__(self, collection: str) -> Resolver:
+        found: Resolver | None = self.get(collection)
+        if found is None:
+            raise KeyError(collection)
+        return found
+
+    def get(self, collection: str, default: Any = None) -> Any:
+        passed = _REQUEST_RECORDS.get()
+        if passed is not None and collection in passed:
+            return CollectionResolver(passed[collection])
+        if self.world is not None:
+            return self.world.get(collection, default)
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.world or ())
+
+    def __len__(self) -> int:
+        return len(self.world or ())
+
+
+def with_records(records: Mapping[str, Sequence[Record]] | None,
+                 work: Callable[[], T]) -> Callable[[], T]:
+    """``work``, run with ``records`` as the request's (in whatever thread it runs)."""
+    def run() -> T:
+        token = _REQUEST_RECORDS.set(records)
+        try:
+            return work()
+        finally:
+            _REQUEST_RECORDS.reset(token)
+    return run
