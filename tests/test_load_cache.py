@@ -41,19 +41,19 @@ def entries(directory: Path) -> list[Path]:
 def test_a_second_load_finds_every_schema_known_valid(directory: Path,
                                                       documents: list[Path]) -> None:
     first = load(documents)
-    written = entries(directory)
+    written = entries(directory / "valid-json-schema")
     assert written, "the first load remembers the schemas it checked"
     assert all(cache.VALID_SCHEMAS.get(path.name) == b"" for path in written)
 
     again = load(documents)
-    assert entries(directory) == written
+    assert entries(directory / "valid-json-schema") == written
     assert again.contracts.keys() == first.contracts.keys()
 
 
 def test_a_corrupt_or_deleted_entry_is_checked_afresh_and_written_again(
         directory: Path, documents: list[Path]) -> None:
     load(documents)
-    corrupt, *others = entries(directory)
+    corrupt, *others = entries(directory / "valid-json-schema")
     corrupt.write_bytes(corrupt.read_bytes()[:-3] + b"xyz")
     others[0].unlink()
     assert cache.VALID_SCHEMAS.get(corrupt.name) is None
@@ -103,3 +103,43 @@ def test_a_directory_that_cannot_be_written_is_no_error(
     monkeypatch.setenv("CALLGATE_CACHE_DIR", str(blocked))
     load(documents)
     load(documents)
+
+
+def test_a_yaml_file_read_from_the_cache_is_the_file_read_afresh(
+        directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from callgate_rules.documents.source import parse_yaml_text
+
+    text = (REPO / "contracts" / "createFollowUp.yaml").read_text() + "\n---\nb: [1, 2.5, null]\n"
+    first = parse_yaml_text(text, "contracts/createFollowUp.yaml")
+    again = parse_yaml_text(text, "contracts/createFollowUp.yaml")
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", "")
+    afresh = parse_yaml_text(text, "contracts/createFollowUp.yaml")
+    for cached in (first, again):
+        assert [(d.data, dict(d.places), d.index, dict(d.scalars), d.lines) for d in cached] \
+            == [(d.data, dict(d.places), d.index, dict(d.scalars), d.lines) for d in afresh]
+    assert entries(directory / "parsed-yaml")
+
+
+def test_yaml_that_json_cannot_carry_is_read_afresh_every_time(directory: Path) -> None:
+    import datetime
+
+    from callgate_rules.documents.source import parse_yaml_text
+
+    for _ in range(2):
+        (document,) = parse_yaml_text("when: 2026-12-01\n1: one\n", "dated.yaml")
+        assert document.data == {"when": datetime.date(2026, 12, 1), 1: "one"}
+    assert not (directory / "parsed-yaml").exists()
+
+
+def test_code_from_the_cache_runs_as_compiled_code_does(directory: Path) -> None:
+    source = "def evaluate(variables):\n    return variables['a'] * 2\n"
+    for _ in range(2):
+        namespace: dict[str, object] = {}
+        exec(cache.compiled(source, "<test>"), namespace)
+        assert namespace["evaluate"]({"a": 21}) == 42  # type: ignore[operator]
+    (entry,) = entries(directory / "python-code")
+    entry.write_bytes(entry.read_bytes()[:-1])  # corrupt: compiled again, and rewritten
+    assert cache.compiled(source, "<test>").co_filename == "<test>"
+    assert cache.COMPILED_CODE.get(entry.name) is not None
+    with pytest.raises(SyntaxError):
+        cache.compiled("def (", "<test>")

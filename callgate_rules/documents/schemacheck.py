@@ -51,6 +51,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
+from callgate_rules.documents.cache import compiled
 from callgate_rules.regex import PatternError, compile_pattern
 
 Check = Callable[[Any], bool]
@@ -255,7 +256,7 @@ class _Generator:
     def compile(self, schema: Any) -> Check:
         root = self.function(schema)
         source = "\n".join(self.functions)
-        exec(compile(source, "<schemacheck>", "exec"), self.namespace)
+        exec(compiled(source, "<schemacheck>"), self.namespace)  # compile(), from the cache
         check: Check = self.namespace[root]
         return check
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from callgate_rules.documents import cache
 from callgate_rules.errors import InputError, Location
 
 NodePath = tuple[str | int, ...]
@@ -253,12 +254,23 @@ def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_YAML_BYTES:
             raise _too_large(path, size)
+    key = cache.yaml_key(text, path)  # an unchanged file is read as it was last time
+    remembered = cache.parsed_documents(key)
+    if remembered is not None:
+        lines = tuple(text.splitlines())
+        return [SourceDocument(path, data, places, index, scalars, lines)
+                for data, places, index, scalars in remembered]
+    documents = None
     if _FAST_COMPOSER is not None:
         try:
-            return _documents(text, path, _FAST_COMPOSER)
+            documents = _documents(text, path, _FAST_COMPOSER)
         except yaml.YAMLError:
             pass
-    return _documents(text, path, _Loader)
+    if documents is None:
+        documents = _documents(text, path, _Loader)
+    cache.remember_documents(key, [(document.data, dict(document.places), document.index,
+                                    dict(document.scalars)) for document in documents])
+    return documents
 
 
 def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument]:

@@ -53,6 +53,7 @@ from callgate_rules.cel.compiler import runtime
 from callgate_rules.cel.compiler.codegen import Program, generate
 from callgate_rules.cel.compiler.lowering import Functions, lower
 from callgate_rules.cel.errors import CelCompileError
+from callgate_rules.documents.cache import compiled
 
 __all__ = ["FAILURES", "Compiled", "Functions", "Inline", "compile_program", "python_source"]
 
@@ -89,7 +90,7 @@ def compile_program(tree: syntax.Node, functions: Functions) -> Compiled:
         with warnings.catch_warnings():
             # "[1]['a']" draws a SyntaxWarning from CPython; in CEL it is a run-time error.
             warnings.simplefilter("ignore", SyntaxWarning)
-            code = compile(program.source, "<cel>", "exec")
+            code = compiled(program.source, "<cel>")  # compile(), from the load cache
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         raise CelCompileError(f"CEL error: the expression is too large to compile ({error})",
                               1, 1) from None
