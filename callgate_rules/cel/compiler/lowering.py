@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import runtime
@@ -261,7 +261,20 @@ class _Lowering:
             raise compile_error(_library_arity_message(library_name, member, count, arities),
                                 tree.at, "wrong-arity")
         arguments = tuple(self.node(arg) for arg in arguments_syntax)
+        if member and library_name in _LAZY_ALTERNATIVES and len(arguments) == 2:
+            return self.lazy_alternative(library_name, found.implementation, arguments)
         return _fold_apply(Apply(library_name, found.implementation, arguments))
+
+    def lazy_alternative(self, name: str, implementation: Callable[..., Any],
+                         arguments: tuple[Node, ...]) -> Node:
+        """``a.or(b)``, ``a.orValue(b)``: ``b`` is evaluated only when ``a`` is none, as in
+        cel-go. The library's function decides the result; when ``a`` has a value it is
+        called with ``null`` for the alternative it then ignores."""
+        receiver = Local(f"cel_optional_{next(self.local_numbers)}")
+        present = Call("optional_present", (receiver,))
+        return Bind(receiver.name, arguments[0], Conditional(
+            present, Apply(name, implementation, (receiver, Const(None))),
+            Apply(name, implementation, (receiver, arguments[1]))))
 
     def receiver_and(self, tree: syntax.Call) -> tuple[syntax.Node, ...]:
         return ((tree.target,) if tree.target is not None else ()) + tree.args
@@ -331,15 +344,17 @@ def _in_optional_chain(tree: syntax.Node) -> bool:
     return False
 
 
+# Library methods whose argument is needed only when the receiver is an empty optional.
+_LAZY_ALTERNATIVES = frozenset({"or", "orValue"})
 _OPTIONAL_RESULTS = frozenset({"select_optional", "select_through_optional", "index_optional",
                                "index_through_optional"})
 
 
 def _maybe_optional(node: Node) -> bool:
-    """Whether ``node`` may evaluate to an optional: a library function's result, or a
-    selection that works through optionals."""
-    return isinstance(node, Apply) or (isinstance(node, Call)
-                                       and node.function in _OPTIONAL_RESULTS)
+    """Whether ``node`` may evaluate to an optional: a library function's result (``or``
+    included), a ``cel.bind``, or a selection that works through optionals."""
+    return isinstance(node, Apply | Bind) or (isinstance(node, Call)
+                                              and node.function in _OPTIONAL_RESULTS)
 
 
 def _arity_message(name: str, member: bool, fewest: int, most: int, given: int) -> str:

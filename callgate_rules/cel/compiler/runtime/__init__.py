@@ -89,6 +89,7 @@ from callgate_rules.cel.compiler.runtime.optionals import (
     make_list_with_optionals,
     make_map_with_optionals,
     optional_operand,
+    optional_present,
     select_optional,
     select_through_optional,
 )
@@ -146,6 +147,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "select_through_optional": select_through_optional,
     "index_optional": index_optional,
     "has_through_optional": has_through_optional,
+    "optional_present": optional_present,
     "index_through_optional": index_through_optional,
     "to_double": to_double,
     "to_string": to_string,

@@ -102,6 +102,12 @@ def make_map_with_optionals(entries: Iterable[tuple[bool, Any, Any]]) -> dict[An
     return make_map(kept)
 
 
+def optional_present(value: Any) -> bool:
+    """Whether ``value`` is an optional with a value (anything else: false, and the library
+    function called next reports the wrong receiver)."""
+    return type(value) is Optional and value.present
+
+
 def optional_operand(macro: str, value: Any) -> Optional:
     """What ``optMap``/``optFlatMap`` are called on: an optional."""
     if type(value) is not Optional:
