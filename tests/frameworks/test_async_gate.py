@@ -238,3 +238,39 @@ def test_an_async_resolver_on_the_sync_gate_is_a_clear_error(tmp_path: Path) -> 
     decision = gate.check(_follow_up(), actor=DANA)
     assert decision.error_class is not None
     assert AsyncBindingError.__name__ in str(decision.log) or "AsyncGate" in str(decision.log)
+
+
+def test_a_hanging_async_executor_times_out_and_the_loop_keeps_running(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from callgate_rules.harness.scenarios import DEFAULT_NOW
+    contract = replace(CONFIG.contracts["getTicketStatus"], timeout_seconds=0.1)
+    config = replace(CONFIG, contracts={**CONFIG.contracts, "getTicketStatus": contract})
+
+    async def hang(request: ExecutionRequest) -> Any:
+        await asyncio.sleep(30)
+
+    async def main() -> tuple[Any, int]:
+        clock = FakeClock(DEFAULT_NOW)
+        gate = AsyncGate(config, resolvers=WorldResolvers(WORLD),
+                         executors={"getTicketStatus": hang},
+                         store=SqliteStore(tmp_path / "r.sqlite3"), clock=clock,
+                         sleep=clock.sleep, rng=random.Random(1))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+        ticker = asyncio.create_task(tick())
+        decision = await gate.ahandle({"name": "getTicketStatus",
+                                       "arguments": {"ticketId": "T-1001"}},
+                                      actor=DANA, request_id="turn-1")
+        ticker.cancel()
+        return decision, ticks
+
+    decision, ticks = asyncio.run(main())
+    assert decision.error_class in (ErrorClass.UNKNOWN_OUTCOME, ErrorClass.BUDGET_EXHAUSTED) \
+        or decision.limit_path is not None
+    assert ticks >= 5  # the event loop ran on while the pipeline waited in its thread
