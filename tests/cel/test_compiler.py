@@ -690,3 +690,20 @@ def test_generated_code_calls_each_runtime_function_directly() -> None:
         defining_module = sys.modules[function.__module__]
         assert defining_module.__name__.startswith("callgate_rules.cel.compiler.runtime.")
         assert function in vars(defining_module).values(), name
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("m.?a.orValue(1 / 0)", 1),  # the alternative is not evaluated: no division by zero
+    ("m.?zz.orValue(5)", 5),
+    ("m.?a.or(optional.of(1 / 0)).value()", 1),
+    ("m.?zz.or(m.?a).value()", 1),
+    ("m.?zz.or(m.?nested).c.value()", True),  # a selection through or()'s optional
+])
+def test_or_and_or_value_evaluate_the_alternative_only_when_needed(
+    source: str, expected: Any,
+) -> None:
+    assert evaluate(source) == expected
+
+
+def test_or_value_on_a_non_optional_is_no_overload() -> None:
+    assert "no such overload" in error_of("i.orValue(1)")
