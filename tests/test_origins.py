@@ -41,7 +41,8 @@ def test_a_value_read_from_a_labelled_read_carries_the_label_and_the_tool() -> N
     assert found["body"]["labels"] == ["confidential"]
     assert found["body"]["sources"] == ["tool", "tool:read_channel"]
     assert reads == [{"kind": "tool", "tool": "read_channel", "turn": 1,
-                      "labels": ["confidential"], "named_by_user": True}]
+                      "labels": ["confidential"], "named_by_user": True,
+                      "counts": {"iban": 0, "url": 0, "email": 0, "date": 0, "number": 1}}]
 
 
 def test_an_echo_takes_the_origin_of_the_echoed_arguments() -> None:

@@ -231,6 +231,9 @@ class Contract:
     reconcile_argument: str = "operation_id"
     title: str | None = None  # spec.title: what people call the tool
     result_schema: Mapping[str, Any] | None = None  # spec.result: the result's JSON Schema
+    # spec.labels: label → CEL over ``result`` and ``args``, true where this read's result
+    # carries the label (``confidential``, ``untrusted``); see provenance.origins
+    labels: tuple[tuple[str, CompiledExpression], ...] = ()
 
     # cached: read on every decision, and a property costs a call each time
     @cached_property

@@ -44,6 +44,9 @@ from callgate_rules.documents.model import (
     Rule,
 )
 from callgate_rules.integrations import provenance
+from callgate_rules.integrations.provenance.labels import configuration_labeller
+from callgate_rules.integrations.provenance.origins import Labeller, trace_origins
+from callgate_rules.integrations.provenance.origins import unknown as unknown_origins
 from callgate_rules.pipeline import authorize, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Foreseen, Rejection
@@ -78,6 +81,10 @@ class ToolPlan:
         # The run's history is read from the store only for a tool whose rules read it.
         self.reads_history = "history" in read
         writer = _Writer()
+        # ``origins`` and ``reads`` (which read each value came from, with its labels) only
+        # for a tool whose rules read them
+        if read & {"origins", "reads"}:
+            writer.labeller = configuration_labeller(config)
         self.source = writer.plan(contract, config.policies, self.rules, self.may_see,
                                   self.reads_provenance, self.example,
                                   config.routing.provenance)
@@ -175,6 +182,15 @@ def traced_sources(arguments: Any, conversation: provenance.Conversation, contra
     return sources
 
 
+def traced_origins(arguments: Any, conversation: provenance.Conversation, contract: Contract,
+                   variables: dict[str, Any], thresholds: provenance.Thresholds,
+                   labeller: Labeller) -> None:
+    """The ``origins`` of each argument value and the run's ``reads``, with their labels."""
+    variables["origins"], variables["reads"] = trace_origins(
+        arguments, conversation, looked_up(contract, variables),
+        lambda value: provenance.is_evidence(value, thresholds), labeller)
+
+
 def looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The records looked up for this call, flattened: evidence of where a value came from."""
     records: list[Mapping[str, Any]] = []
@@ -202,8 +218,9 @@ class _Writer:
         self.namespace: dict[str, Any] = {
             "_FAILURES": FAILURES, "_failure_of": failure_of, "_validate": validate,
             "_authorize": authorize, "_traced_sources": traced_sources,
-            "_unknown_sources": provenance.unknown_sources,
+            "_unknown_sources": provenance.unknown_sources, "_traced_origins": traced_origins,
         }
+        self.labeller: Labeller | None = None  # set when the tool's rules read origins
         self.foreseen: list[Foreseen] = []
         self.lines: list[str] = []
 
@@ -366,9 +383,18 @@ class _Writer:
         self.lines += ["    if conversation is not None:",
                        "        variables['provenance'] = _traced_sources(arguments, "
                        "conversation, _contract, variables, _thresholds, trace)"]
-        if reads_provenance:  # no conversation: every value's origin is unknown
-            self.lines += ["    else:",
-                           "        variables['provenance'] = _unknown_sources(arguments)"]
+        if self.labeller is not None:
+            self.bind("_labeller", self.labeller)
+            self.lines.append("        _traced_origins(arguments, conversation, _contract, "
+                              "variables, _thresholds, _labeller)")
+        if reads_provenance or self.labeller is not None:
+            self.lines.append("    else:")  # no conversation: every value's origin unknown
+        if reads_provenance:
+            self.lines.append("        variables['provenance'] = _unknown_sources(arguments)")
+        if self.labeller is not None:
+            self.lines += ["        variables['origins'] = _unknown_origins(arguments)",
+                           "        variables['reads'] = []"]
+            self.bind("_unknown_origins", unknown_origins)
 
     def access(self, contract: Contract, rules: authorize.ToolRules) -> None:
         """4 AUTHORIZE: a deny that matches beats any allow; default deny."""

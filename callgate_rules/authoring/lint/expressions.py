@@ -20,7 +20,7 @@ from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance",
-                            "history"})
+                            "history", "origins", "reads"})
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,9 @@ def contract_expressions(compilation: Compilation, contract: Contract
                     (*rules.get(rule.location, ()), "expression"))
     if contract.verify is not None:
         yield place("verify", contract.verify, ("spec", "verify", "expression"),
+                    more=frozenset({"result"}))
+    for label, expression in contract.labels:  # over each result of this read
+        yield place(f"labels.{label}", expression, ("spec", "labels", label),
                     more=frozenset({"result"}))
     if contract.reconcile_match is not None:
         yield place("reconcile.match", contract.reconcile_match, ("spec", "reconcile", "match"),

@@ -110,6 +110,9 @@ def variable_types(compilation: Compilation, contract: Contract) -> dict[str, t.
         "session": _declared(compilation.session_schema),
         "provenance": provenance_type(arguments),
         "history": HISTORY_TYPE,  # the run so far: pipeline.history documents the shape
+        # per argument leaf, its origins; every read of the run (provenance.origins)
+        "origins": t.DYN,
+        "reads": t.list_of(t.DYN),
         "now": t.TIMESTAMP,
         "tool": t.STRING,
         # the destination's answer: typed by the contract's spec.result where it has one

@@ -73,10 +73,19 @@ class Read:
     turn: int
     labels: tuple[str, ...]
     named_by_user: bool
+    # distinct values of each kind written in it (``iban``, ``url``, ``email``, ``date``,
+    # ``number``): one IBAN beside another in a bill is not the bill's IBAN for certain
+    counts: tuple[tuple[str, int], ...] = ()
 
     def as_variable(self) -> dict[str, Any]:
+        counts = dict.fromkeys(_COUNTED, 0)
+        counts.update(self.counts)
         return {"kind": self.kind, "tool": self.tool or "", "turn": self.turn,
-                "labels": list(self.labels), "named_by_user": self.named_by_user}
+                "labels": list(self.labels), "named_by_user": self.named_by_user,
+                "counts": counts}
+
+
+_COUNTED = ("iban", "url", "email", "date", "number")
 
 
 def _json_or_text(text: str | None) -> Any:
@@ -115,12 +124,17 @@ class ReadsIndex:
             [Segment(USER, s.text, str(i)) for i, s in enumerate(segments) if s.kind == USER]))
         self.user_positions = [i for i, s in enumerate(segments) if s.kind == USER]
         self.parts: dict[str, list[int]] = {}
+        counts: list[tuple[tuple[str, int], ...]] = []
         for position, segment in enumerate(segments):
+            distinct: dict[str, set[str]] = {}
             for part in parts_of(segment.text):
+                if part.kind in _COUNTED:
+                    distinct.setdefault(part.kind, set()).add(part.canonical[0])
                 for key in part.canonical:
                     places = self.parts.setdefault(key, [])
                     if not places or places[-1] != position:
                         places.append(position)
+            counts.append(tuple((kind, len(values)) for kind, values in distinct.items()))
         self.user_words = _words_of(s.text for s in segments if s.kind == USER)
         self.echo_texts: dict[int, tuple[str, set[str], set[Decimal]]] = {}
         reads = []
@@ -138,7 +152,7 @@ class ReadsIndex:
                         {key for part in parts_of(segment.arguments) for key in part.canonical},
                         numbers_in(folded))
             reads.append(Read(position, segment.kind, segment.tool, segment.turn, labels,
-                              named))
+                              named, counts[position]))
         self.reads = reads
 
     def _named_by_user(self, arguments: Any, position: int, evidence: Evidence) -> bool:
@@ -318,7 +332,7 @@ def trace_origins(arguments: Any, conversation: Conversation,
     """The ``origins`` variable (the arguments' shape, each leaf its origins) and the
     ``reads`` variable (every tool result of the run so far, with its labels)."""
     if conversation.unreadable is not None:
-        return _unknown(arguments), []
+        return unknown(arguments), []
     index = reads_index(conversation, labeller, evidence)
     record_keys = _record_keys(records)
 
@@ -333,10 +347,11 @@ def trace_origins(arguments: Any, conversation: Conversation,
     return shaped(arguments), reads
 
 
-def _unknown(arguments: Any) -> Any:
+def unknown(arguments: Any) -> Any:
+    """``origins`` without a conversation: every leaf's sources ``[unknown]``."""
     if isinstance(arguments, Mapping):
-        return {key: _unknown(member) for key, member in arguments.items()}
+        return {key: unknown(member) for key, member in arguments.items()}
     if isinstance(arguments, list):
-        return [_unknown(member) for member in arguments]
+        return [unknown(member) for member in arguments]
     return {"sources": ["unknown"], "labels": [], "turns": [], "reads": [], "echoes": [],
             "latest_turn": False, "composed": False, "parts": []}
