@@ -51,6 +51,9 @@ def _loopback(host: str) -> bool:
               help="Accept /v1 calls without a token: only on a loopback address.")
 @click.option("--users", "users_file", type=click.Path(path_type=Path),
               help="Who may sign in to the review page (YAML; see `callgate hash-password`).")
+@click.option("--review-auth", "review_auth_file", type=click.Path(path_type=Path),
+              help="Let people sign in to the review page with a bearer token verified "
+                   "as this file says (the --auth format; the principal is the approver).")
 @click.option("--world", "world_file", help="Records for the look-ups: collection → list.")
 @click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
               help="Append every decision's log line to this file (JSON lines, masked), "
@@ -67,7 +70,8 @@ def _loopback(host: str) -> bool:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file: Path | None,
-          no_auth: bool, users_file: Path | None, world_file: str | None,
+          no_auth: bool, users_file: Path | None, review_auth_file: Path | None,
+          world_file: str | None,
           decision_log: Path | None, max_body: int,
           request_timeout: float, concurrency: int, otel: str | None, secure_cookies: bool,
           log_level: str) -> None:
@@ -98,6 +102,7 @@ def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file:
         paths=tuple(str(p) for p in paths) or _default_paths(), store=store_url,
         verifier=load_auth(auth_file) if auth_file else None,
         users=load_users(users_file) if users_file else None,
+        review_verifier=load_auth(review_auth_file) if review_auth_file else None,
         secret=secret.encode() if secret else None, world=world_file,
         decision_log=str(decision_log) if decision_log else None,
         max_body_bytes=max_body, request_timeout=request_timeout, concurrency=concurrency,

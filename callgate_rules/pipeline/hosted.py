@@ -173,9 +173,15 @@ class HostedWrites:
     def claim_operation(self, operation_id: str, *, actor: Mapping[str, Any],
                         session: Mapping[str, Any] | None = None) -> Step:
         """Claim an operation already known to the store: after a failure before sending,
-        after a person released it, or after its holder's lease expired (RECONCILE)."""
+        after a person released it, or after its holder's lease expired (RECONCILE).
+        A write a person released is decided again with the ``session`` the host passes
+        now, as ``confirm`` does: if the actor's rights no longer hold, nothing runs."""
         receipt = self._receipt(operation_id, actor)
         decision, progress, machine = self._resumed(receipt, session, lease=None)
+        if released_by_a_person(receipt) and not goes_on(decision):
+            return self._done(self.gate.plans.router.refused_confirmation(
+                f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
+                decision))
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
 
@@ -237,9 +243,10 @@ class HostedWrites:
 
     def approve(self, operation_id: str, *, approver: str, note: str = "") -> Receipt:
         """A person approved a held write on the review page: released for the host's next
-        claim, with the approver recorded. The approver's login is the authority here; the
-        actor's rights were checked when the draft was held (the session facts they may
-        depend on are the host's, and not stored)."""
+        claim, with the approver recorded. The approver's login is the authority for the
+        approval; the actor's rights, which may depend on session facts only the host
+        has (none are stored), are checked again when the host claims it
+        (``claim_operation`` with the session)."""
         receipt = self._held(operation_id)
         said = f"confirmed by {approver}; released for the host to execute" + \
             (f" ({note})" if note else "")
@@ -437,6 +444,12 @@ class HostedWrites:
         for observer in self.observers:
             observer(recorded)
         return recorded
+
+
+def released_by_a_person(receipt: Receipt) -> bool:
+    """Was the write confirmed or approved by a person, and is it waiting to be sent?"""
+    return receipt.confirmed_by is not None and receipt.state == ReceiptState.FAILED and \
+        receipt.error_class == ErrorClass.TRANSIENT
 
 
 def _lease_taken(lease: str) -> datetime:

@@ -1,8 +1,9 @@
 """The review and confirmation page for people: ``/review``.
 
 Server-rendered HTML (Jinja2, autoescaped everywhere), plain forms that work without
-JavaScript. A person signs in with a login from the users file; the session is a signed
-cookie (HttpOnly, SameSite=Strict). Every form carries the session's CSRF token, and a
+JavaScript. A person signs in with a login from the users file, or with a bearer token
+(a JWT verified as ``--review-auth`` says, the token's principal their name); the session
+is a signed cookie (HttpOnly, SameSite=Strict). Every form carries the session's CSRF token, and a
 POST whose Origin is another site is refused.
 
 - the pending confirmations, each with its draft — what will be sent, to whom, for how
@@ -26,9 +27,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from callgate_rules.errors import CallgateError
+from callgate_rules.integrations.identity import InvalidToken
 from callgate_rules.server.problems import Problem
 from callgate_rules.server.service import Service
-from callgate_rules.server.users import Session, Sessions
+from callgate_rules.server.users import Session, Sessions, User
 from callgate_rules.store.base import Receipt, ReviewItem, ReviewStatus
 
 COOKIE = "callgate_review"
@@ -102,11 +104,47 @@ def page_router(service: Service) -> APIRouter:
         suffix = f"?said={message}" if message else ""
         return RedirectResponse(path + suffix.replace(" ", "+"), status_code=303)
 
+    settings = service.settings
+    signs_in = settings.users is not None or settings.review_verifier is not None
+
+    def login_page(status: int = 200, error: str | None = None) -> HTMLResponse:
+        return render("login.html", None, status, error=error,
+                      passwords=settings.users is not None,
+                      tokens=settings.review_verifier is not None)
+
+    def signed_in_as(user: User) -> Response:
+        response = RedirectResponse("/review", status_code=303)
+        response.set_cookie(COOKIE, sessions.issue(user), httponly=True, samesite="strict",
+                            secure=settings.secure_cookies, path="/review")
+        return response
+
     @router.get("/login")
     async def login_form(request: Request) -> Response:
-        if service.settings.users is None:
+        if not signs_in:
             return render("off.html", None, 404)
-        return render("login.html", None, error=None)
+        return login_page()
+
+    @router.post("/login/token")
+    async def token_login(request: Request) -> Response:
+        """A bearer token (a JWT from the organisation's identity provider, verified as
+        ``--review-auth`` says) in the form or the Authorization header: the same signed
+        session as a password login, the token's principal recorded as the approver."""
+        verifier = settings.review_verifier
+        if verifier is None:
+            return render("off.html", None, 404)
+        try:
+            fields = await form_of(request, None)
+        except _Refused as refused:
+            return login_page(403, str(refused))
+        given = fields.get("token", "").strip() or \
+            request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        try:
+            identity = verifier.verify(given) if given else None
+        except InvalidToken as error:
+            return login_page(401, f"The token was not accepted: {error}.")
+        if identity is None:
+            return login_page(401, "Paste a token to sign in with it.")
+        return signed_in_as(User(identity.principal, "", identity.principal))
 
     @router.post("/login")
     async def login(request: Request) -> Response:
@@ -116,15 +154,12 @@ def page_router(service: Service) -> APIRouter:
         try:
             fields = await form_of(request, None)
         except _Refused as refused:
-            return render("login.html", None, 403, error=str(refused))
+            return login_page(403, str(refused))
         user = await service.run("login", lambda: users.authenticate(
             fields.get("login", ""), fields.get("password", "")))
         if user is None:
-            return render("login.html", None, 401, error="Unknown login or wrong password.")
-        response = RedirectResponse("/review", status_code=303)
-        response.set_cookie(COOKIE, sessions.issue(user), httponly=True, samesite="strict",
-                            secure=service.settings.secure_cookies, path="/review")
-        return response
+            return login_page(401, "Unknown login or wrong password.")
+        return signed_in_as(user)
 
     @router.post("/logout")
     async def logout(request: Request) -> Response:

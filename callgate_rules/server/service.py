@@ -38,6 +38,7 @@ class ServiceSettings:
     store: str = "sqlite:///callgate.sqlite3"
     verifier: TokenVerifier | None = None  # None: no bearer tokens (loopback only)
     users: Users | None = None  # who may sign in to the review page
+    review_verifier: TokenVerifier | None = None  # people's bearer tokens for the page
     secret: bytes | None = None  # confirmation tokens and page sessions across instances
     world: str | None = None  # records for the look-ups (a world file), if any
     decision_log: str | None = None  # every decision's log line, masked (JSON lines)

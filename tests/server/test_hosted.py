@@ -184,7 +184,17 @@ def test_approve_and_decline_on_a_page(hosted: tuple[HostedWrites, FakeClock]) -
     flow.decline(declined.operation_id, by="erin", note="not our supplier")
     with pytest.raises(ConfirmationError):
         flow.approve(declined.operation_id, approver="erin")
-    step = flow.claim_operation(approved.operation_id, actor=DANA)
+    # the actor's rights are checked again with the host's session when it claims the
+    # released write: a session that no longer passes (signed out) runs nothing
+    before = flow.gate.store.get(approved.operation_id)
+    for session in (None, {"authenticated": False}):
+        refused = flow.claim_operation(approved.operation_id, actor=DANA, session=session)
+        assert refused.action == Action.DONE and refused.decision is not None
+        assert refused.decision.route == Route.REFUSE
+        assert "no longer passes its checks (forbidden)" in refused.decision.log["detail"]
+        held = flow.gate.store.get(approved.operation_id)
+        assert held == before  # not claimed, not changed
+    step = flow.claim_operation(approved.operation_id, actor=DANA, session=SESSION)
     assert step.action == Action.EXECUTE and step.lease is not None
     flow.finish(step.operation_id, step.lease, actor=DANA,
                 result={"iban": INJECTED, "id": "pay-8"})
@@ -248,5 +258,5 @@ def test_a_confirmation_minutes_later_still_executes(
     step = flow.confirm(held.confirmation_token, actor=DANA, confirmed_by="dana",
                         session=SESSION)
     assert step.action == Action.EXECUTE
-    again = flow.claim_operation(released.operation_id, actor=DANA)
+    again = flow.claim_operation(released.operation_id, actor=DANA, session=SESSION)
     assert again.action == Action.EXECUTE

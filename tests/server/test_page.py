@@ -155,8 +155,14 @@ def test_a_person_approves_declines_takes_and_resolves(
 
     with server.client() as client:
         # the approved write is released: the host's next claim executes it, once
-        released = client.post("/v1/claim", json={"operation_id": approved,
-                                                  "actor": DANA}).json()
+        # ... with the actor's rights checked again: the host's session must pass now
+        signed_out = client.post("/v1/claim", json={
+            "operation_id": approved, "actor": DANA,
+            "session": {"authenticated": False}}).json()
+        assert signed_out["action"] == "done"
+        assert signed_out["decision"]["route"] == "refuse"
+        released = client.post("/v1/claim", json={"operation_id": approved, "actor": DANA,
+                                                  "session": SESSION}).json()
         assert released["action"] == "execute"
         done = client.post("/v1/finish", json={
             "operation_id": approved, "lease": released["lease"], "actor": DANA,
