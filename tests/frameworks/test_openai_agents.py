@@ -148,3 +148,33 @@ def test_an_approval_the_sdk_gives_without_a_person_only_holds(tmp_path: Path) -
     asyncio.run(Runner.run(agent, state, context=turn, run_config=run_config))
     assert str(decisions[-1].route) == "await_confirmation"
     assert simulator.write_count() == 0
+
+
+def test_what_a_tool_returned_earlier_in_the_run_is_in_the_conversation(
+        tmp_path: Path) -> None:
+    # The SDK shows a tool only the run's input; the adapter adds the calls it answered in
+    # the turn, so provenance sees what the assistant read a step earlier.
+    from openai.types.responses import ResponseFunctionToolCall
+    search = ResponseFunctionToolCall(type="function_call", call_id="fc_1",
+                                      name="searchContacts", arguments='{"name": "Boris"}')
+    script = [[search], [EXAMPLE.call("fc_2", "getTicketStatus", ticketId="T-1001")],
+              [EXAMPLE.say("done")]]
+    simulator, callgate, agent, decisions = _setup(tmp_path, script)
+    seen: list[Any] = []
+    handle = callgate.gate.ahandle
+
+    async def spy(*arguments: Any, **keywords: Any) -> Any:
+        seen.append(keywords["conversation"])
+        return await handle(*arguments, **keywords)
+    callgate.gate.ahandle = spy  # type: ignore[method-assign]
+    asyncio.run(Runner.run(agent, "Status of T-1001?", context=Turn(DANA, "t1"),
+                           run_config=callgate.run_config(tracing_disabled=True)))
+    first, second = seen
+    assert [item.get("type") for item in first if isinstance(item, dict)].count(
+        "function_call_output") == 0
+    outputs = [item for item in second if isinstance(item, dict)
+               and item.get("type") == "function_call_output"]
+    assert [item["call_id"] for item in outputs] == ["fc_1"]
+    assert "Boris Ivanov" in outputs[0]["output"]
+    from callgate_rules.integrations.provenance import read_conversation
+    assert read_conversation(second) is not None  # a conversation the gate can read

@@ -15,12 +15,15 @@ checks them never drift apart — and every call goes through the gate:
   the resumed run confirms the write through the gate (held, then confirmed with the
   preview's token; a call no person approved is only ever held);
 - **actor, session, request ID**: from the run's ``context`` (a ``Turn``), never the model;
-  the conversation for provenance is the run's input (``context_wrapper.turn_input``).
+  the conversation for provenance is the run's input (``context_wrapper.turn_input``) and
+  every call this adapter answered since, with its output (the SDK shows a tool nothing of
+  the run's own items, so the adapter keeps them, per request ID).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -32,6 +35,8 @@ from callgate_rules.integrations.frameworks import OnDecision, Turn, proposal, t
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.preview import Preview
+
+_TURNS_KEPT = 256  # the answered calls of this many recent turns are kept
 
 
 class CallgateTools:
@@ -55,6 +60,7 @@ class CallgateTools:
                              f"are: {', '.join(sorted(config.contracts))}")
         self._previews: dict[str, Preview] = {}  # call ID → what the approver was shown
         self._approvers: dict[str, str] = {}  # call ID → who approved it
+        self._answered: dict[str, list[dict[str, Any]]] = {}  # request ID → calls answered
 
     @property
     def tools(self) -> list[FunctionTool]:
@@ -111,10 +117,10 @@ class CallgateTools:
         if error.kind != "tool_not_found":
             return None
         turn = self.turn(error.run_context.context)
-        decision = await self.gate.acheck(
-            proposal(self.gate.gate.config, error.tool_name, {}, error.call_id),
-            actor=turn.actor, request_id=turn.request_id, session=turn.session)
-        return self._answer(decision, error.call_id)
+        call = proposal(self.gate.gate.config, error.tool_name, {}, error.call_id)
+        decision = await self.gate.acheck(call, actor=turn.actor, request_id=turn.request_id,
+                                          session=turn.session)
+        return self._answer(decision, call, turn)
 
     async def _needs_approval(self, name: str, context: RunContextWrapper[Any],
                               arguments: Mapping[str, Any], call_id: str) -> bool:
@@ -122,7 +128,7 @@ class CallgateTools:
         preview = await self.gate.apreview(
             proposal(self.gate.gate.config, name, arguments, call_id), actor=turn.actor,
             request_id=turn.request_id, session=turn.session,
-            conversation=context.turn_input or None)
+            conversation=self._conversation(context, turn))
         if not preview.needs_confirmation:
             return False  # the call itself answers: handled when the SDK invokes it
         if self.on_decision is not None:
@@ -134,7 +140,7 @@ class CallgateTools:
         turn = self.turn(context.context)
         call_id = context.tool_call_id
         call = proposal(self.gate.gate.config, name, arguments, call_id)
-        conversation = context.turn_input or None
+        conversation = self._conversation(context, turn)
         approved_by = self._approvers.pop(call_id, None)  # a person, through ``approve``
         if approved_by is not None and context.is_tool_approved(name, call_id):
             preview = self._previews.pop(call_id, None) or await self.gate.apreview(
@@ -145,16 +151,32 @@ class CallgateTools:
                     call, preview.confirmation_token, actor=turn.actor,
                     request_id=turn.request_id, confirmed_by=approved_by, run=turn.run,
                     session=turn.session, conversation=conversation)
-                return self._answer(decision, call_id)
+                return self._answer(decision, call, turn)
         decision = await self.gate.ahandle(call, actor=turn.actor, request_id=turn.request_id,
                                            run=turn.run, session=turn.session,
                                            conversation=conversation)
-        return self._answer(decision, call_id)
+        return self._answer(decision, call, turn)
 
-    def _answer(self, decision: Decision, call_id: str) -> str:
+    def _answer(self, decision: Decision, call: Mapping[str, Any], turn: Turn) -> str:
         if self.on_decision is not None:
             self.on_decision(decision)
-        return tool_result_text(decision, call_id)
+        text = tool_result_text(decision, str(call["call_id"]))
+        arguments = call["arguments"]
+        answered = self._answered.pop(turn.request_id, [])
+        self._answered[turn.request_id] = answered  # the newest turn last
+        answered += [{"type": "function_call", "call_id": call["call_id"], "name": call["name"],
+                      "arguments": arguments if isinstance(arguments, str)
+                      else json.dumps(arguments)},
+                     {"type": "function_call_output", "call_id": call["call_id"],
+                      "output": text}]
+        while len(self._answered) > _TURNS_KEPT:
+            self._answered.pop(next(iter(self._answered)))
+        return text
+
+    def _conversation(self, context: RunContextWrapper[Any], turn: Turn) -> list[Any] | None:
+        """The run's input and what this adapter answered in the turn so far."""
+        items = [*(context.turn_input or ()), *self._answered.get(turn.request_id, ())]
+        return items or None
 
 
 def _call_id(item: ToolApprovalItem) -> str:
