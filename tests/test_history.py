@@ -321,3 +321,42 @@ def test_lint_knows_the_shape_of_history(tmp_path: Path) -> None:
     assert any("tol" in message and "tool" in message for _, message in unknown), unknown
     never = lint_rule(tmp_path, "history.exists(h, h.executed == \"yes\")")
     assert never, "a bool compared with a text is reported"
+
+
+def test_a_preview_in_the_run_sees_its_history(config: GateConfig) -> None:
+    bank, clock = Bank(), FakeClock(T0)
+    gate = gate_on(config, MemoryStore(), bank, clock)
+    run = Run(started_at=T0)
+    for number in (1, 2):
+        gate.handle(payment(600, f"part {number}"), actor=HOLDER, request_id=f"r{number}",
+                    run=run)
+    third = payment(600, "part 3")
+    assert not gate.preview(third, actor=HOLDER, request_id="r3").needs_confirmation
+    preview = gate.preview(third, actor=HOLDER, request_id="r3", run=run)
+    assert preview.needs_confirmation and preview.draft and "part 3" in preview.draft
+
+
+def test_the_async_gate_passes_the_run_and_a_host_history(config: GateConfig) -> None:
+    import asyncio
+
+    from callgate_rules.pipeline.asynchronous import AsyncGate
+
+    bank, clock = Bank(), FakeClock(T0)
+    gate = AsyncGate(config, executors=bank.executors(), store=MemoryStore(), clock=clock,
+                     sleep=clock.sleep, secret=b"history-test-secret")
+    run = Run(started_at=T0)
+    earlier = [HistoryEntry(run_id=run.run_id, at=T0, tool="sendMoney",
+                            arguments={"recipient": PAYEE, "amount": 1200, "subject": "e"},
+                            route="return_result", error_class=None, request_id="e",
+                            executed=True, executed_at=T0)]
+
+    async def decide() -> tuple[Route, Route, Route]:
+        checked = await gate.acheck(payment(600, "a"), actor=HOLDER, history=earlier)
+        handled = await gate.ahandle(payment(600, "a"), actor=HOLDER, request_id="a",
+                                     run=run, history=earlier)
+        previewed = await gate.apreview(payment(600, "b"), actor=HOLDER, request_id="b",
+                                        run=run, history=earlier)
+        return checked.route, handled.route, previewed.decision.route
+
+    assert asyncio.run(decide()) == (Route.AWAIT_CONFIRMATION,) * 3
+    assert bank.writes == []

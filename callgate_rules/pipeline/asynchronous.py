@@ -23,7 +23,7 @@ import concurrent.futures
 import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -34,6 +34,7 @@ from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.preview import Preview, approve
 from callgate_rules.pipeline.route import Run
+from callgate_rules.store.history import HistoryEntry
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -129,20 +130,22 @@ class AsyncGate:
     async def acheck(self, model_output: Any, *, actor: Mapping[str, Any],
                      now: datetime | None = None, request_id: str | None = None,
                      session: Mapping[str, Any] | None = None,
-                     conversation: Any = None) -> Decision:
+                     conversation: Any = None, run: Run | None = None,
+                     history: Sequence[HistoryEntry] | None = None) -> Decision:
         """``Gate.check``, awaited."""
         return await self._run(self.gate.check, model_output, actor=actor, now=now,
                                request_id=request_id, session=session,
-                               conversation=conversation)
+                               conversation=conversation, run=run, history=history)
 
     async def ahandle(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                       run: Run | None = None, now: datetime | None = None,
                       session: Mapping[str, Any] | None = None,
-                      conversation: Any = None) -> Decision:
+                      conversation: Any = None,
+                      history: Sequence[HistoryEntry] | None = None) -> Decision:
         """``Gate.handle``, awaited."""
         return await self._run(self.gate.handle, model_output, actor=actor,
                                request_id=request_id, run=run, now=now, session=session,
-                               conversation=conversation)
+                               conversation=conversation, history=history)
 
     async def aconfirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
                        now: datetime | None = None,
@@ -153,11 +156,12 @@ class AsyncGate:
 
     async def apreview(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                        now: datetime | None = None, session: Mapping[str, Any] | None = None,
-                       conversation: Any = None) -> Preview:
+                       conversation: Any = None, run: Run | None = None,
+                       history: Sequence[HistoryEntry] | None = None) -> Preview:
         """``Gate.preview``, awaited."""
         return await self._run(self.gate.preview, model_output, actor=actor,
                                request_id=request_id, now=now, session=session,
-                               conversation=conversation)
+                               conversation=conversation, run=run, history=history)
 
     async def aapprove(self, model_output: Any, token: str, *, actor: Mapping[str, Any],
                        request_id: str, confirmed_by: str, run: Run | None = None,

@@ -162,13 +162,15 @@ class Gate:
 
     def preview(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                 now: datetime | None = None, session: Mapping[str, Any] | None = None,
-                conversation: Any = None) -> Preview:
+                conversation: Any = None, run: Run | None = None,
+                history: Sequence[HistoryEntry] | None = None) -> Preview:
         """``check``, and for a write that needs a person its draft and the token that
         confirms it (``preview.approve``): what an approval hook shows, nothing executed
-        or held."""
+        or held. Pass the ``run`` that ``approve`` will handle it in, so rules over its
+        ``history`` preview as they will decide."""
         now = now or self.clock()
         decision, progress = self._check(model_output, actor, now, request_id, session,
-                                         conversation)
+                                         conversation, run, history)
         return previewed(self._sealed(decision), progress, actor, request_id, self.secret,
                          self.config.routing, now)
 
