@@ -11,18 +11,9 @@ from pathlib import Path
 
 import click
 
+from callgate_rules.cli import served
 from callgate_rules.cli.extras import require_gateway_extra
 from callgate_rules.cli.store import STORE_OPTION
-from callgate_rules.errors import InputError
-
-
-def _address(text: str | None) -> tuple[str, int] | None:
-    if text is None:
-        return None
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--http {text}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    return host.strip("[]"), int(port)
 
 
 @click.command()
@@ -59,10 +50,11 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
 
     settings = Settings(
         upstream=UpstreamSpec(command=upstream_command, url=upstream_url),
-        paths=tuple(str(p) for p in paths) or _default_paths(), store=store_url,
+        paths=tuple(str(p) for p in paths) or served.documents_here(), store=store_url,
         identity=identity_from_files(actor_file, session_file) if actor_file else None,
         verifier=load_auth(auth_file) if auth_file else None,
-        http=_address(http_address), confirmation_timeout=confirmation_timeout,
+        http=served.http_address(http_address) if http_address else None,
+        confirmation_timeout=confirmation_timeout,
         secret=os.environ["CALLGATE_SECRET"].encode() if os.environ.get("CALLGATE_SECRET")
         else None)
     try:
@@ -73,13 +65,6 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None, upstream_url:
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         pass
-
-
-def _default_paths() -> tuple[str, ...]:
-    paths = tuple(p for p in ("contracts", "policies") if Path(p).exists())
-    if not paths:
-        raise InputError("no contracts/ or policies/ here; pass the paths of your documents")
-    return paths
 
 
 COMMANDS = (gateway,)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from callgate_rules.cli.gateway import _address, _default_paths
+from callgate_rules.cli.served import documents_here, http_address
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
 
@@ -42,7 +42,7 @@ def _loopback(host: str) -> bool:
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--http", "http_address", default="127.0.0.1:8787", show_default=True,
+@click.option("--http", "http", default="127.0.0.1:8787", show_default=True,
               metavar="HOST:PORT", help="Where to listen.")
 @STORE_OPTION
 @click.option("--auth", "auth_file", type=click.Path(path_type=Path),
@@ -69,7 +69,7 @@ def _loopback(host: str) -> bool:
 @click.option("--secure-cookies", is_flag=True, help="Review-page cookies over HTTPS only.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file: Path | None,
+def serve(paths: tuple[Path, ...], http: str, store_url: str, auth_file: Path | None,
           no_auth: bool, users_file: Path | None, review_auth_file: Path | None,
           world_file: str | None,
           decision_log: Path | None, max_body: int,
@@ -90,8 +90,7 @@ def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file:
     from callgate_rules.server import ServiceSettings, create_app
     from callgate_rules.server.users import load_users
 
-    address = _address(http_address)
-    assert address is not None
+    address = http_address(http)
     if auth_file is None and not no_auth:
         raise InputError("callgate serve needs --auth FILE (bearer tokens for hosts), or "
                          "--no-auth on a loopback address")
@@ -99,7 +98,7 @@ def serve(paths: tuple[Path, ...], http_address: str, store_url: str, auth_file:
         raise InputError(f"--no-auth only on a loopback address, not {address[0]}")
     secret = os.environ.get("CALLGATE_SECRET")
     settings = ServiceSettings(
-        paths=tuple(str(p) for p in paths) or _default_paths(), store=store_url,
+        paths=tuple(str(p) for p in paths) or documents_here(), store=store_url,
         verifier=load_auth(auth_file) if auth_file else None,
         users=load_users(users_file) if users_file else None,
         review_verifier=load_auth(review_auth_file) if review_auth_file else None,

@@ -398,6 +398,17 @@ class Gate:
             self.decision_log.write(decision.log)
         return decision
 
+    # The steps a flow that pauses where the gate would call an executor reuses, never
+    # copies (``pipeline.hosted``, the decision service). Internal: they change with it.
+    decide_steps = _check  # steps 1–4 and the route: (decision, progress); nothing stored
+    write_machine = _machine  # a write's operation and WriteMachine; nothing claimed yet
+    hold_for_person = _held  # held with draft and token; None when past waiting
+    recorded = _record  # counted and written to the decision log
+
+    def count(self, counter: str) -> None:
+        with self._counters_lock:
+            self.counters[counter] += 1
+
 
 def records(contract: Contract, variables: Mapping[str, Any]) -> dict[str, Any]:
     """The records looked up for a call, by look-up name, as the executor gets them."""

@@ -17,7 +17,9 @@ A host in any language keeps callgate's guarantees without handing it an executo
 Every step drives the gate's own ``WriteMachine`` (``machine.HOST_STEPS``): it pauses where
 the gate would call an executor or sleep, and resumes with what the host reports, so the
 claim, the verification, the retry budget and the reconciliation are the library's, not a
-copy. The host holds the lease it is given (``Step.lease``) and passes it back: a host whose
+copy; steps 1–4, the hold and the record are the gate's too, through the small interface
+``Gate`` keeps for such flows (``decide_steps``, ``write_machine``, ``hold_for_person``,
+``recorded``). The host holds the lease it is given (``Step.lease``) and passes it back: a host whose
 lease expired and was taken over is fenced off (``LeaseLost``), and one that dies between
 claim and finish leaves a lease that the next claim turns into reconciliation.
 
@@ -140,7 +142,7 @@ class HostedWrites:
                        actor: Mapping[str, Any], request_id: str) -> Decision:
         """An allowed write with its operation ID, or held for a person."""
         try:
-            machine = self.gate._machine(progress, actor, request_id)
+            machine = self.gate.write_machine(progress, actor, request_id)
             if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
                 return self._hold(decision, progress, machine)
         except StoreError as error:
@@ -273,13 +275,13 @@ class HostedWrites:
         gate = self.gate
         now = now or gate.clock()
         if run_id is None:
-            return gate._check(model_output, actor, now, request_id, session, conversation)
+            return gate.decide_steps(model_output, actor, now, request_id, session, conversation)
         try:
             run: Run | None = run_from_history(run_id, gate.histories.run_history(
                 run_id, since=now - gate.history_retention), now)
         except StoreError as error:  # the run's budgets must not be judged on a guess
             run, unread = None, error
-        decision, progress = gate._check(model_output, actor, now, request_id, session,
+        decision, progress = gate.decide_steps(model_output, actor, now, request_id, session,
                                          conversation, run)
         if run is None:
             return self._ended(decision, progress, store_failed(
@@ -330,12 +332,11 @@ class HostedWrites:
         try:
             write()
         except StoreError:  # the call has ended; the next one's read of the run fails closed
-            with self.gate._counters_lock:
-                self.gate.counters["history_not_recorded"] += 1
+            self.gate.count("history_not_recorded")
 
     def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
                         lease: str | None = None) -> WriteMachine:
-        machine = self.gate._machine(progress, actor, request_id)
+        machine = self.gate.write_machine(progress, actor, request_id)
         # The lease the host holds names when it was taken: the call deadline runs from there.
         machine.worker = lease or \
             f"host:{uuid.uuid4().hex}:{int(self.gate.clock().timestamp() * 1000)}"
@@ -400,7 +401,7 @@ class HostedWrites:
         token, as the gate holds one; one already released or done is left to the host's
         claim (the gate would run it here)."""
         operation = machine.operation.operation_id
-        return self.gate._held(decision, progress, machine) or replace(
+        return self.gate.hold_for_person(decision, progress, machine) or replace(
             decision, operation_id=operation, log={**decision.log, "operation_id": operation})
 
     def _held(self, operation_id: str) -> Receipt:
@@ -440,7 +441,7 @@ class HostedWrites:
         return Step(Action.DONE, decision.operation_id or "", self._record(decision))
 
     def _record(self, decision: Decision) -> Decision:
-        recorded = self.gate._record(decision)
+        recorded = self.gate.recorded(decision)
         for observer in self.observers:
             observer(recorded)
         return recorded
