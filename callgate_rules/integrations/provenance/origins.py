@@ -42,6 +42,7 @@ from callgate_rules.integrations.provenance.conversation import (
     TOOL,
     USER,
     Conversation,
+    RecordedConversation,
     Segment,
 )
 from callgate_rules.integrations.provenance.matching import ConversationIndex, fold, squash
@@ -331,8 +332,8 @@ def trace_origins(arguments: Any, conversation: Conversation,
                   labeller: Labeller = no_labels) -> tuple[Any, list[dict[str, Any]]]:
     """The ``origins`` variable (the arguments' shape, each leaf its origins) and the
     ``reads`` variable (every tool result of the run so far, with its labels)."""
-    if conversation.unreadable is not None:
-        return unknown(arguments), []
+    if conversation.unreadable is not None or isinstance(conversation, RecordedConversation):
+        return unknown(arguments), []  # replayed: only provenance was recorded
     index = reads_index(conversation, labeller, evidence)
     record_keys = _record_keys(records)
 
