@@ -116,10 +116,11 @@ class CallgateToolNode(RunnableLambda[Any, dict[str, Any]]):
                      for call in calls]
         # 1. No side effects: what every call would do, and a person's word on each write
         #    that needs one. A re-run after resume repeats only this phase.
+        run = self._run(request)
         previews: list[Preview] = []
         for each in proposals:
             previews.append(await self.gate.apreview(each, actor=actor, request_id=request,
-                                                     session=session,
+                                                     session=session, run=run,
                                                      conversation=conversation))
         approvers: dict[str, str | None] = {}
         for call, preview in zip(calls, previews, strict=True):
@@ -135,7 +136,6 @@ class CallgateToolNode(RunnableLambda[Any, dict[str, Any]]):
                 raise
             approvers[call.call_id] = _approver(answer, actor)
         # 2. After the last interrupt: each call executed once, answered with its result.
-        run = self._run(request)
         answers = []
         for call, each, preview in zip(calls, proposals, previews, strict=True):
             if not preview.needs_confirmation:

@@ -127,7 +127,7 @@ class CallgateTools:
         turn = self.turn(context.context)
         preview = await self.gate.apreview(
             proposal(self.gate.gate.config, name, arguments, call_id), actor=turn.actor,
-            request_id=turn.request_id, session=turn.session,
+            request_id=turn.request_id, session=turn.session, run=turn.run,
             conversation=self._conversation(context, turn))
         if not preview.needs_confirmation:
             return False  # the call itself answers: handled when the SDK invokes it
@@ -145,7 +145,7 @@ class CallgateTools:
         if approved_by is not None and context.is_tool_approved(name, call_id):
             preview = self._previews.pop(call_id, None) or await self.gate.apreview(
                 call, actor=turn.actor, request_id=turn.request_id, session=turn.session,
-                conversation=conversation)
+                run=turn.run, conversation=conversation)
             if preview.confirmation_token is not None:
                 decision = await self.gate.aapprove(
                     call, preview.confirmation_token, actor=turn.actor,

@@ -95,7 +95,7 @@ class CallgateToolset(AbstractToolset[Any]):
                                         session=turn.session, conversation=conversation)
         if ctx.tool_call_approved:  # a person approved what the preview showed
             token = self._tokens.pop(call_id, None) or (
-                await self.gate.apreview(call, **keywords)).confirmation_token
+                await self.gate.apreview(call, run=turn.run, **keywords)).confirmation_token
             if token is not None:
                 metadata = ctx.tool_call_metadata
                 by = metadata.get("by") if isinstance(metadata, Mapping) else None
@@ -103,7 +103,7 @@ class CallgateToolset(AbstractToolset[Any]):
                     call, token, confirmed_by=str(by or turn.approver), run=turn.run,
                     **keywords), call_id)
         else:
-            preview = await self.gate.apreview(call, **keywords)
+            preview = await self.gate.apreview(call, run=turn.run, **keywords)
             if preview.needs_confirmation and preview.confirmation_token is not None:
                 self._seen(preview.decision)
                 self._tokens[call_id] = preview.confirmation_token
