@@ -35,13 +35,21 @@ def readme_server(documents: Path, tmp_path_factory: pytest.TempPathFactory
         server.stop()
 
 
+EXPECTED = [
+    ["execute", "execute", "return_result", "return_receipt"],  # the write protocol
+    ["execute"] * 5 + ["review"],  # a named run's calls per tool, records from the host
+]
+
+
 @pytest.mark.skipif(shutil.which("curl") is None or shutil.which("jq") is None,
                     reason="the README's examples need curl and jq (apt-get install curl jq)")
 def test_the_readme_curl_examples_run(readme_server: Server) -> None:
-    [example] = examples()
-    ran = subprocess.run(["bash", "-euo", "pipefail", "-c", example], capture_output=True,
-                         text=True, timeout=60,
-                         env={"CALLGATE_URL": readme_server.url, "TOKEN": token(),
-                              "PATH": "/usr/bin:/bin"})
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["execute", "execute", "return_result", "return_receipt"]
+    blocks = examples()
+    assert len(blocks) == len(EXPECTED), "a new README example needs its expected output here"
+    for example, expected in zip(blocks, EXPECTED, strict=True):
+        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", example], capture_output=True,
+                             text=True, timeout=60,
+                             env={"CALLGATE_URL": readme_server.url, "TOKEN": token(),
+                                  "PATH": "/usr/bin:/bin"})
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.split() == expected, ran.stdout
