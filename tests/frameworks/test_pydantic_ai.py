@@ -127,3 +127,19 @@ def test_the_tools_are_strict_compatible_for_openai(tmp_path: Path) -> None:
                                                   strict=None)
         transformer.walk()
         assert transformer.is_strict_compatible, tool.tool_def.name
+
+
+def test_an_approval_that_changes_the_arguments_runs_nothing(tmp_path: Path) -> None:
+    # The person approved the draft they saw; other arguments are another operation, which
+    # the preview's token does not confirm.
+    from pydantic_ai import ToolApproved
+    script = [EXAMPLE.calls(("e", *EMAIL)), ModelResponse(parts=[TextPart("done")])]
+    agent, simulator, decisions, _ = _agent(tmp_path, script)
+    turn = Turn(DANA, "t1")
+    result = asyncio.run(agent.run("mail anna.petrova@northwind.example", deps=turn))
+    changed = ToolApproved(override_args={**EMAIL[1], "to": "a.petrova@contoso.example"})
+    result = asyncio.run(agent.run(deps=turn, message_history=result.all_messages(),
+                                   deferred_tool_results=DeferredToolResults(
+                                       approvals={"e": changed})))
+    assert simulator.write_count() == 0
+    assert decisions[-1].error_class is not None
