@@ -149,7 +149,8 @@ def mcp_tool(contract: Contract) -> dict[str, Any]:
     true is the careful reading. ``idempotentHint`` is true only for reads: the gate
     suppresses a repeated write within one request (same operation ID), but the same
     arguments in a new request are a new write, so a client must not assume repeating a
-    write is free.
+    write is free. The MCP gateway, which itself keeps the request ID per session, marks
+    ``idempotency: key`` writes idempotent (``gateway.binding.tool``).
     """
     tool: dict[str, Any] = {
         "name": contract.name, "title": contract.title or title_of(contract.name),
