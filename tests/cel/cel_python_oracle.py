@@ -23,11 +23,14 @@ _CEL_NUMBER_TYPES = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, _CEL_NUMBER_TYPES) and not isinstance(value, celtypes.BoolType)
+    # cel-python's arithmetic can hand back a plain float (DoubleType(0.0) + DoubleType(0.0)
+    # is float 0.0), so plain numbers count too; bool is an int in Python but not in CEL.
+    return isinstance(value, (*_CEL_NUMBER_TYPES, int, float)) and \
+        not isinstance(value, celtypes.BoolType | bool)
 
 
 def _plain_number(value: Any) -> int | float:
-    return float(value) if isinstance(value, celtypes.DoubleType) else int(value)
+    return float(value) if isinstance(value, celtypes.DoubleType | float) else int(value)
 
 
 def _equal(left: Any, right: Any) -> Any:

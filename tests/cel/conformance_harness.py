@@ -621,8 +621,25 @@ class ConformanceReport:
 UNKNOWN_FUNCTION_REFUSED = "unknown function refused at compile time (deliberate)"
 
 
+# A deliberate difference: cel-go orders an int against a double by converting the int to a
+# double, so these four expect 9223372036854775807 < 9223372036854775808.0 to be false;
+# callgate compares numbers exactly on the number line (consistent with its ``==``, and an
+# integral JSON number decides as the same number written with a fraction at any magnitude).
+EXACT_NUMERIC_ORDERING = "int against double compared exactly, not as doubles (deliberate)"
+DELIBERATE_SKIPS: dict[str, str] = {
+    case_id: EXACT_NUMERIC_ORDERING for case_id in (
+        "comparisons/lt_literal/not_lt_dyn_int_big_lossy_double",
+        "comparisons/gt_literal/not_gt_dyn_big_double_int",
+        "comparisons/lte_literal/lte_dyn_big_double_int",
+        "comparisons/gte_literal/gte_dyn_int_big_lossy_double",
+    )
+}
+
+
 def run_case(case: ConformanceCase) -> CaseResult | str:
     """The case's result, or the reason it is skipped after all."""
+    if case.case_id in DELIBERATE_SKIPS:
+        return DELIBERATE_SKIPS[case.case_id]
     if case.unchecked and not case.expect_error:
         try:
             compile_expression(case.expr)

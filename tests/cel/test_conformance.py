@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from callgate_rules.cel.expression import compile_expression
 from tests.cel.conformance_harness import (
     CORE_FILES,
+    DELIBERATE_SKIPS,
     ENVIRONMENT_VARIABLE,
+    EXACT_NUMERIC_ORDERING,
     EXTENSION_FILES,
     NEEDS_MESSAGES,
     NOT_IMPLEMENTED,
@@ -26,7 +29,8 @@ from tests.cel.conformance_harness import (
 CONFORMANCE_DIR = default_directory()
 
 # Known failures, each with its reason: Python's datetime holds microseconds, not
-# nanoseconds; a Python dict cannot hold both the keys 1 and true; exact numeric ordering.
+# nanoseconds; a Python dict cannot hold both the keys 1 and true. (cel-go's lossy ordering of
+# an int against a double is a deliberate skip: conformance_harness.DELIBERATE_SKIPS.)
 KNOWN_FAILURES: dict[str, str] = {
     "timestamps/timestamp_conversions/toString_timestamp_nanos": "nanoseconds",
     "timestamps/timestamp_arithmetic/add_time_to_duration_nanos_negative": "nanoseconds",
@@ -34,12 +38,6 @@ KNOWN_FAILURES: dict[str, str] = {
     "timestamps/timestamp_range/add_duration_nanos_over": "nanoseconds",
     "timestamps/timestamp_range/add_duration_nanos_under": "nanoseconds",
     "string_ext/format/map support (all key types)": "a dict merges the keys 1 and true",
-    # callgate orders numbers exactly (an integral JSON number decides as the same number
-    # with a fraction); cel-go orders an int against a double as a double
-    "comparisons/lt_literal/not_lt_dyn_int_big_lossy_double": "exact ordering",
-    "comparisons/gt_literal/not_gt_dyn_big_double_int": "exact ordering",
-    "comparisons/lte_literal/lte_dyn_big_double_int": "exact ordering",
-    "comparisons/gte_literal/gte_dyn_int_big_lossy_double": "exact ordering",
 }
 
 
@@ -82,12 +80,22 @@ def test_every_failure_is_a_known_one(report: ConformanceReport) -> None:
 
 def test_every_skip_has_a_reason_from_a_short_list(report: ConformanceReport) -> None:
     assert set(report.skipped) <= {
-        NEEDS_MESSAGES, UNKNOWN_FUNCTION_REFUSED, *NOT_IMPLEMENTED.values(),
+        NEEDS_MESSAGES, UNKNOWN_FUNCTION_REFUSED, EXACT_NUMERIC_ORDERING,
+        *NOT_IMPLEMENTED.values(),
         "containers (names resolved in a namespace; callgate binds plain names)",
         "qualified variable names", "type-checking only", "unknowns",
         "error or unknown bindings", "custom functions", "protobuf enums",
     }
     assert report.skipped[UNKNOWN_FUNCTION_REFUSED] < 25
+    assert report.skipped[EXACT_NUMERIC_ORDERING] == len(DELIBERATE_SKIPS) == 4
+
+
+def test_the_lossy_ordering_cases_decide_exactly() -> None:
+    """The four deliberate skips are decided exactly: 2**63 - 1 is below 2.0**63."""
+    assert compile_expression("dyn(9223372036854775807) < 9223372036854775808.0")({}) is True
+    assert compile_expression("dyn(9223372036854775808.0) > 9223372036854775807")({}) is True
+    assert compile_expression("dyn(9223372036854775808.0) <= 9223372036854775807")({}) is False
+    assert compile_expression("dyn(9223372036854775807) >= 9223372036854775808.0")({}) is False
 
 
 def test_text_format_parser_reads_the_conformance_shapes() -> None:

@@ -118,9 +118,6 @@ def test_lone_surrogates_are_read_as_replacement_characters() -> None:
     assert call("regex.extractAll", "a\ud800b", ".") == ["a", "\ufffd", "b"]
 
 
-@pytest.mark.xfail(reason="the compiler evaluates or/orValue's argument before the call; "
-                          "cel-go evaluates it only for an empty receiver (optionals.or_else "
-                          "and or_value_else take it as a thunk for that)")
 @pytest.mark.parametrize("source", [
     "optional.of(1).orValue(1 / 0) == 1",
     "optional.of(1).or(optional.of(1 / 0)).value() == 1",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from callgate_rules.cel.compiler.runtime.kinds import (
@@ -107,21 +108,30 @@ def to_string(value: Any) -> str:
 
 
 def _double_text(value: float) -> str:
-    """Go's shortest formatting ('g' with the fewest digits): ``1``, ``1.5``, ``1e+21``."""
+    """Go's ``strconv.FormatFloat(x, 'g', -1, 64)``, which cel-go's ``string(double)`` uses:
+    the fewest digits that read back as ``x``, in exponent form when the decimal exponent is
+    below -4 or at least 6 (``1.5``, ``123456``, ``1e+06``, ``1.23456789e+08``, ``1e-05``)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    text = repr(value)
-    if "e" in text or "E" in text:
-        mantissa, exponent = text.split("e")
-        number = int(exponent)
-        if -4 <= number < 21:
-            text = format(value, "f").rstrip("0").rstrip(".")
-        else:
-            mantissa = mantissa.removesuffix(".0")
-            return f"{mantissa}e{'+' if number >= 0 else '-'}{abs(number):02d}"
-    return text.removesuffix(".0")
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    # repr gives the shortest round-tripping digits; Decimal splits them from the exponent.
+    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple))
+    point = len(digits) + exponent  # digits before the decimal point
+    prefix = "-" if sign else ""
+    if point - 1 < -4 or point - 1 >= 6:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        power = point - 1
+        return f"{prefix}{digits[0]}{fraction}e{'+' if power >= 0 else '-'}{abs(power):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return prefix + digits + "0" * (point - len(digits))
+    return f"{prefix}{digits[:point]}.{digits[point:]}"
 
 
 _TYPE_OF_KIND: dict[str, CelType] = {
