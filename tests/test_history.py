@@ -360,3 +360,45 @@ def test_the_async_gate_passes_the_run_and_a_host_history(config: GateConfig) ->
 
     assert asyncio.run(decide()) == (Route.AWAIT_CONFIRMATION,) * 3
     assert bank.writes == []
+
+
+# The stores' history, one contract for all three ------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def history_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        store = SqliteStore(tmp_path / "h.db")
+        yield store
+        store.close()
+    else:
+        yield request.getfixturevalue("postgres_stores")[0]
+
+
+def test_the_store_keeps_a_run_in_order_bounded_and_detached(history_store: Any) -> None:
+    run_id = uuid.uuid4().hex
+    for n in range(5):
+        history_store.record_history(HistoryEntry(
+            run_id=run_id, at=T0 + timedelta(minutes=n), tool="sendMoney",
+            arguments={"amount": n, "nested": {"k": [n]}}, route="await_confirmation",
+            error_class="confirmation_required", request_id=f"r{n}", operation_id=f"op{n}"))
+    history_store.record_history(HistoryEntry(
+        run_id="another", at=T0, tool="x", arguments={}, route="refuse",
+        error_class="forbidden", request_id="q"))
+    read = history_store.run_history(run_id, since=T0 + timedelta(minutes=1), limit=3)
+    assert [e.request_id for e in read] == ["r2", "r3", "r4"]
+    read[0].arguments["nested"]["k"].append("changed")  # type: ignore[index]
+    assert history_store.run_history(run_id, since=T0)[2].arguments == {
+        "amount": 2, "nested": {"k": [2]}}
+    assert history_store.mark_executed("op3", at=T0 + timedelta(hours=1),
+                                       route="return_result", result={"id": "tx"}) == 1
+    third = history_store.run_history(run_id, since=T0)[3]
+    assert (third.executed, third.route, third.error_class, third.result) == (
+        True, "return_result", None, {"id": "tx"})
+    assert third.executed_at == T0 + timedelta(hours=1)
+    assert history_store.run_of("op3") == run_id and history_store.run_of("nope") is None
+    assert history_store.purge_history(older_than=T0 + timedelta(minutes=2)) == 3
+    assert [e.request_id for e in history_store.run_history(run_id, since=T0)] == [
+        "r2", "r3", "r4"]

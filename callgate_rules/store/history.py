@@ -14,14 +14,14 @@ Time always comes from the caller, as for receipts.
 
 from __future__ import annotations
 
-import copy
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from callgate_rules.store.base import as_utc
+from callgate_rules.store.base import as_utc, canonical_json
 from callgate_rules.store.statements import Dialect, Query, render
 
 # Newest entries read per decision at most: a run longer than this is judged on its tail.
@@ -74,53 +74,68 @@ class RunHistory(Protocol):
 
 class MemoryHistory:
     """Run histories in this process: ``MemoryStore``'s, and the gate's own when its store
-    keeps none."""
+    keeps none. Arguments and results are kept as JSON text, as the SQL stores keep them:
+    what a caller reads is its own copy, and decoding is cheaper than a deep copy."""
 
     def __init__(self) -> None:
         self._history_lock = threading.Lock()
-        self._entries: list[HistoryEntry] = []
+        # by run: each entry without its arguments and result, and those two as JSON
+        self._runs: dict[str, list[tuple[HistoryEntry, str, str | None]]] = {}
+        self._run_of_operation: dict[str, str] = {}
 
     def record_history(self, entry: HistoryEntry) -> None:
-        detached = replace(entry, at=as_utc(entry.at),
-                           arguments=copy.deepcopy(dict(entry.arguments)),
-                           result=copy.deepcopy(entry.result))
+        kept = (replace(entry, at=as_utc(entry.at), arguments={}, result=None),
+                canonical_json(entry.arguments),
+                None if entry.result is None else canonical_json(entry.result))
         with self._history_lock:
-            self._entries.append(detached)
+            self._runs.setdefault(entry.run_id, []).append(kept)
+            if entry.operation_id is not None:
+                self._run_of_operation.setdefault(entry.operation_id, entry.run_id)
 
     def run_history(self, run_id: str, *, since: datetime,
                     limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
         since = as_utc(since)
         with self._history_lock:
-            found = [entry for entry in self._entries
-                     if entry.run_id == run_id and entry.at >= since]
-        found.sort(key=lambda entry: entry.at)  # stable: insertion order breaks ties
-        return [replace(entry, arguments=copy.deepcopy(dict(entry.arguments)),
-                        result=copy.deepcopy(entry.result)) for entry in found[-limit:]]
+            found = [kept for kept in self._runs.get(run_id, ()) if kept[0].at >= since]
+        found.sort(key=lambda kept: kept[0].at)  # stable: insertion order breaks ties
+        return [replace(entry, arguments=json.loads(arguments),
+                        result=None if result is None else json.loads(result))
+                for entry, arguments, result in found[-limit:]]
 
     def mark_executed(self, operation_id: str, *, at: datetime, route: str,
                       result: Any = None) -> int:
+        kept_result = None if result is None else canonical_json(result)
         with self._history_lock:
+            entries = self._runs.get(self._run_of_operation.get(operation_id, ""), [])
             changed = 0
-            for index, entry in enumerate(self._entries):
+            for index, (entry, arguments, _) in enumerate(entries):
                 if entry.operation_id == operation_id:
-                    self._entries[index] = replace(entry, executed=True, route=route,
-                                                   error_class=None,
-                                                   executed_at=as_utc(at),
-                                                   result=copy.deepcopy(result))
+                    entries[index] = (replace(entry, executed=True, route=route,
+                                              error_class=None, executed_at=as_utc(at)),
+                                      arguments, kept_result)
                     changed += 1
             return changed
 
     def run_of(self, operation_id: str) -> str | None:
         with self._history_lock:
-            return next((entry.run_id for entry in self._entries
-                         if entry.operation_id == operation_id), None)
+            return self._run_of_operation.get(operation_id)
 
     def purge_history(self, *, older_than: datetime) -> int:
         older_than = as_utc(older_than)
+        purged = 0
         with self._history_lock:
-            kept = [entry for entry in self._entries if entry.at >= older_than]
-            purged = len(self._entries) - len(kept)
-            self._entries = kept
+            for run_id, entries in list(self._runs.items()):
+                kept = [found for found in entries if found[0].at >= older_than]
+                purged += len(entries) - len(kept)
+                if kept:
+                    self._runs[run_id] = kept
+                else:
+                    del self._runs[run_id]
+            self._run_of_operation = {}
+            for run_id, entries in self._runs.items():
+                for entry, _, _ in entries:
+                    if entry.operation_id is not None:
+                        self._run_of_operation.setdefault(entry.operation_id, run_id)
             return purged
 
 

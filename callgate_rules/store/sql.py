@@ -264,7 +264,8 @@ class SqlReceiptStore(ABC):
             "error_class": entry.error_class, "request_id": entry.request_id,
             "operation_id": entry.operation_id, "executed": entry.executed,
             "executed_at": None if executed_at is None else self._time_parameter(executed_at),
-            "result": canonical_json(entry.result),
+            # SQL NULL, not JSON null: nothing to decode when the entry is read back
+            "result": None if entry.result is None else canonical_json(entry.result),
         }
         with self._statement() as cursor:
             execute(cursor, self._history_sql.insert, parameters)
@@ -289,7 +290,7 @@ class SqlReceiptStore(ABC):
                       result: Any = None) -> int:
         parameters = {"operation_id": operation_id, "executed": True, "route": route,
                       "executed_at": self._time_parameter(at),
-                      "result": canonical_json(result)}
+                      "result": None if result is None else canonical_json(result)}
         with self._statement() as cursor:
             execute(cursor, self._history_sql.mark_executed, parameters)
             return cursor.rowcount
