@@ -55,6 +55,12 @@ def _loopback(host: str) -> bool:
               help="Let people sign in to the review page with a bearer token verified "
                    "as this file says (the --auth format; the principal is the approver).")
 @click.option("--world", "world_file", help="Records for the look-ups: collection → list.")
+@click.option("--resolver-url", metavar="URL",
+              help="Ask this endpoint for the look-ups' records: POST {collection, field, "
+                   "value} → a JSON list of records (bearer token from "
+                   "CALLGATE_RESOLVER_TOKEN, if set).")
+@click.option("--resolver-timeout", default=5.0, show_default=True, type=float,
+              help="Seconds the resolver endpoint may take per look-up.")
 @click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
               help="Append every decision's log line to this file (JSON lines, masked), "
                    "e.g. for `callgate replay`.")
@@ -71,7 +77,7 @@ def _loopback(host: str) -> bool:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(paths: tuple[Path, ...], http: str, store_url: str, auth_file: Path | None,
           no_auth: bool, users_file: Path | None, review_auth_file: Path | None,
-          world_file: str | None,
+          world_file: str | None, resolver_url: str | None, resolver_timeout: float,
           decision_log: Path | None, max_body: int,
           request_timeout: float, concurrency: int, otel: str | None, secure_cookies: bool,
           log_level: str) -> None:
@@ -104,6 +110,8 @@ def serve(paths: tuple[Path, ...], http: str, store_url: str, auth_file: Path | 
         review_verifier=load_auth(review_auth_file) if review_auth_file else None,
         secret=secret.encode() if secret else None, world=world_file,
         decision_log=str(decision_log) if decision_log else None,
+        resolver_url=resolver_url, resolver_timeout=resolver_timeout,
+        resolver_token=os.environ.get("CALLGATE_RESOLVER_TOKEN") or None,
         max_body_bytes=max_body, request_timeout=request_timeout, concurrency=concurrency,
         otel=otel, secure_cookies=secure_cookies)
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,

@@ -8,18 +8,22 @@ record is checked against the ``schema`` every contract declares for that look-u
 host's mistake is a 422 naming the field, never a decision made on a malformed record.
 
 The gate asks its resolvers by collection; ``RequestResolvers`` answers a collection from
-the records the current request passed for a look-up of that collection, and from the world
-file for every other collection. The request's records travel in a context variable set in
-the worker thread that runs the call (``with_records``), so concurrent requests never see
-each other's records.
+the records the current request passed for a look-up of that collection, and from the
+service's own resolvers for every other collection: the world file, or ``HttpResolver``
+(``--resolver-url``), which asks the host's endpoint for the records over HTTP. The
+request's records travel in a context variable set in the worker thread that runs the
+call (``with_records``), so concurrent requests never see each other's records.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
+import httpx
 from jsonschema import Draft202012Validator
 
 from callgate_rules.documents.model import GateConfig
@@ -92,11 +96,15 @@ class LookupRecords:
         return records
 
 
+class Resolvers(Protocol):
+    def get(self, collection: str, default: Any = None) -> Any: ...
+
+
 class RequestResolvers(Mapping[str, Resolver]):
     """The gate's resolvers in the service: the current request's records for the
-    collections it passed records for, else the world file's (if any)."""
+    collections it passed records for, else the service's own (world file or HTTP)."""
 
-    def __init__(self, world: Mapping[str, Resolver] | None) -> None:
+    def __init__(self, world: Resolvers | None) -> None:
         self.world = world
 
     def __getitem__(self, collection: str) -> Resolver:
@@ -114,10 +122,10 @@ class RequestResolvers(Mapping[str, Resolver]):
         return default
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.world or ())
+        return iter(self.world) if isinstance(self.world, Mapping) else iter(())
 
     def __len__(self) -> int:
-        return len(self.world or ())
+        return len(self.world) if isinstance(self.world, Mapping) else 0
 
 
 def with_records(records: Mapping[str, Sequence[Record]] | None,
@@ -130,3 +138,53 @@ def with_records(records: Mapping[str, Sequence[Record]] | None,
         finally:
             _REQUEST_RECORDS.reset(token)
     return run
+
+
+MAX_RESOLVER_BYTES = 1024 * 1024
+
+
+@dataclass
+class HttpResolver:
+    """The look-ups' records from the host's endpoint (``--resolver-url``): for each look-up
+    the service POSTs ``{"collection", "field", "value"}`` as JSON and reads back a JSON
+    list of records. A failure — no answer in time, a status other than 200, an answer
+    over 1 MiB or not a list of objects — is the resolver failing, which the gate routes
+    as ``transient`` (nothing is decided on a guess); the endpoint's words stay in the
+    log."""
+
+    url: str
+    timeout: float = 5.0
+    token: str | None = None  # sent as a bearer token, when the endpoint wants one
+    client: httpx.Client = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        self.client = httpx.Client(timeout=self.timeout, headers=headers,
+                                   follow_redirects=False)
+
+    def get(self, collection: str, default: Any = None) -> Resolver:
+        return lambda field, value: self.records(collection, field, value)
+
+    def records(self, collection: str, field: str, value: Any) -> list[Record]:
+        body = json.dumps({"collection": collection, "field": field, "value": value},
+                          default=str)
+        with self.client.stream("POST", self.url, content=body) as answer:
+            if answer.status_code != 200:
+                raise LookupError(f"{self.url} answered {answer.status_code}")
+            read = bytearray()
+            for chunk in answer.iter_bytes():
+                read += chunk
+                if len(read) > MAX_RESOLVER_BYTES:
+                    raise LookupError(f"{self.url} answered more than 1 MiB")
+        try:
+            found = json.loads(read)
+        except ValueError:
+            raise LookupError(f"{self.url} did not answer JSON") from None
+        if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+            raise LookupError(f"{self.url} did not answer a list of records")
+        return found
+
+    def close(self) -> None:
+        self.client.close()

@@ -21,7 +21,12 @@ from callgate_rules.integrations.telemetry import log_decision
 from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation
 from callgate_rules.server.metrics import Metrics, TimedStore
 from callgate_rules.server.problems import Problem
-from callgate_rules.server.records import LookupRecords, RequestResolvers, with_records
+from callgate_rules.server.records import (
+    HttpResolver,
+    LookupRecords,
+    RequestResolvers,
+    with_records,
+)
 from callgate_rules.server.users import Users
 from callgate_rules.store import open_store
 from callgate_rules.store.base import ReceiptStore, ReviewItem, ReviewStatus
@@ -42,6 +47,9 @@ class ServiceSettings:
     secret: bytes | None = None  # confirmation tokens and page sessions across instances
     world: str | None = None  # records for the look-ups (a world file), if any
     decision_log: str | None = None  # every decision's log line, masked (JSON lines)
+    resolver_url: str | None = None  # the host's endpoint answering look-ups over HTTP
+    resolver_timeout: float = 5.0
+    resolver_token: str | None = None  # a bearer token for that endpoint
     max_body_bytes: int = 256 * 1024
     request_timeout: float = 30.0
     concurrency: int = 16  # gate calls running at once; more wait their turn
@@ -59,9 +67,10 @@ class Service:
                                                    self.metrics.store))
         self.metrics.watch(self.store)
         self.lookups = LookupRecords(config)
+        self.resolvers = _resolvers(settings)
         self.decision_log = _decision_log(settings.decision_log)
         self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
-                                   resolvers=RequestResolvers(_resolvers(settings.world)),
+                                   resolvers=RequestResolvers(self.resolvers),
                                    decision_log=self.decision_log,
                                    observers=(self.metrics.observe, log_decision, *observers))
         self.limiter = anyio.CapacityLimiter(settings.concurrency)
@@ -104,12 +113,24 @@ class Service:
         self.store.close()
         if self.decision_log is not None:
             self.decision_log.close()
+        if isinstance(self.resolvers, HttpResolver):
+            self.resolvers.close()
 
 
-def _resolvers(world: str | None) -> WorldResolvers | None:
-    """The look-ups' records from a world file, as ``callgate check --world`` reads one."""
-    if world is None:
+def _resolvers(settings: ServiceSettings) -> WorldResolvers | HttpResolver | None:
+    """The look-ups' records from a world file, as ``callgate check --world`` reads one, or
+    from the host's endpoint over HTTP."""
+    if settings.world is not None and settings.resolver_url is not None:
+        raise InputError("give --world or --resolver-url, not both")
+    if settings.resolver_url is not None:
+        if not settings.resolver_url.startswith(("http://", "https://")):
+            raise InputError(f"--resolver-url {settings.resolver_url}: expected an http:// "
+                             "or https:// URL")
+        return HttpResolver(settings.resolver_url, settings.resolver_timeout,
+                            settings.resolver_token)
+    if settings.world is None:
         return None
+    world = settings.world
     return WorldResolvers(check_world(read_data_file(world, "the world"), world))
 
 

@@ -112,16 +112,17 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def start_server(documents: Path, store: str, *extra: str) -> Server:
+def start_server(documents: Path, store: str, *extra: str, world: bool = True,
+                 env_extra: dict[str, str] | None = None) -> Server:
     port = free_port()
     log = documents / f"server-{port}.log"
     env = {**os.environ, "CALLGATE_TEST_TOKEN_SECRET": TOKEN_SECRET,
-           "CALLGATE_SECRET": PAGE_SECRET}
+           "CALLGATE_SECRET": PAGE_SECRET, **(env_extra or {})}
     command = [PYTHON, "-m", "callgate_rules.cli", "serve", str(documents / "contracts"),
                str(documents / "policies"), "--http", f"127.0.0.1:{port}", "--store", store,
                "--auth", str(documents / "auth.yaml"), "--users", str(documents / "users.yaml"),
-               "--world", str(REPO / "examples" / "world.yaml"), "--log-level", "warning",
-               *extra]
+               *(("--world", str(REPO / "examples" / "world.yaml")) if world else ()),
+               "--log-level", "warning", *extra]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env,
                                    cwd=documents)
