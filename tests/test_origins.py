@@ -135,3 +135,20 @@ def test_property_echoes_take_the_origin_of_the_echoed_arguments(value: str,
     found, _ = origins({"recipient": value}, messages)
     assert found["recipient"]["sources"] == (["user"] if user_gave else [])
     assert found["recipient"]["echoes"] == ["send_money"]
+
+
+def test_a_large_hostile_conversation_is_read_in_bounded_time() -> None:
+    """Two megabytes of tool results, a part every 20 characters, each piece different."""
+    import time
+
+    def noise(seed: int) -> str:
+        return " ".join(f"DE{n % 97:02d}{n:016d} https://x{n}.example/p{seed} a{n}@b.example"
+                        for n in range(3000))
+
+    messages = [{"role": "user", "content": "pay " + "1.000,00 " * 2000},
+                *[item for n in range(10) for item in call(
+                    f"c{n}", "read_channel", {"channel": f"c{n}"}, noise(n))]]
+    started = time.perf_counter()
+    found, reads = origins({"to": "DE05" + "0" * 15 + "5", "note": noise(0)[:5000]}, messages)
+    assert time.perf_counter() - started < 15.0
+    assert len(reads) == 10 and found["to"]["labels"] == ["confidential"]

@@ -51,6 +51,7 @@ from callgate_rules.integrations.provenance.text_values import (
     DATE,
     NAME,
     WORD,
+    TextPart,
     canonical_of_value,
     parts_of,
 )
@@ -126,9 +127,12 @@ class ReadsIndex:
         self.user_positions = [i for i, s in enumerate(segments) if s.kind == USER]
         self.parts: dict[str, list[int]] = {}
         counts: list[tuple[tuple[str, int], ...]] = []
+        read_before: dict[str, tuple[TextPart, ...]] = {}
         for position, segment in enumerate(segments):
             distinct: dict[str, set[str]] = {}
-            for part in parts_of(segment.text):
+            if segment.text not in read_before:  # a text repeated is read once
+                read_before[segment.text] = parts_of(segment.text)
+            for part in read_before[segment.text]:
                 if part.kind in _COUNTED:
                     distinct.setdefault(part.kind, set()).add(part.canonical[0])
                 for key in part.canonical:

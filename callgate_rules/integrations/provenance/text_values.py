@@ -24,6 +24,7 @@ bounded and linear. The same reading is applied to every piece of the conversati
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -66,8 +67,11 @@ _PATTERNS = {
     "day_first": r"\b" + _DAY + r"\s+(?:of\s+|de\s+)?" + _MONTH + r",?\s+(?:de\s+)?(\d{4})\b",
     "dotted": r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b",
     "slashed": r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b",
-    WORD: r"[\p{L}][\p{L}\p{M}'’\-]*[\p{L}\p{M}]",
 }
+# Words are found with Python's own engine (many matches: its C loop costs far less per
+# match than the RE2 binding's). The pattern cannot backtrack: each repetition must begin
+# with a separator that no letter run can take, so it runs in linear time.
+_WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
 
 
 @dataclass(frozen=True)
@@ -111,20 +115,31 @@ def parts_of(text: str) -> tuple[TextPart, ...]:
     (of at least three significant digits), names and distinctive words."""
     if not isinstance(text, str) or not text:
         return ()
+    if len(text) <= _REMEMBERED:  # argument values come back with every proposal
+        return _remembered_parts(text)
     return _parts(text[:MAX_TEXT])
 
 
+_REMEMBERED = 4096  # characters of a text whose parts are kept (at most 4,096 texts)
+
+
 @lru_cache(maxsize=4096)
+def _remembered_parts(text: str) -> tuple[TextPart, ...]:
+    return _parts(text)
+
+
 def _parts(text: str) -> tuple[TextPart, ...]:
     patterns = _compiled()
     folded = fold(text)
     parts: list[TextPart] = []
     taken = bytearray(len(folded))  # characters inside a part already found
+    spans: list[tuple[int, int]] = []
 
     def claim(start: int, end: int) -> bool:
-        if any(taken[start:end]):
+        if taken.find(1, start, end) >= 0:
             return False
         taken[start:end] = b"\x01" * (end - start)
+        spans.append((start, end))
         return True
 
     for match in patterns[URL].finditer(folded):
@@ -141,12 +156,17 @@ def _parts(text: str) -> tuple[TextPart, ...]:
                 and claim(*match.span()):
             parts.append(TextPart(IBAN, match.group(0), (f"iban:{compact}",)))
     _dates(folded, patterns, claim, parts)
-    masked = "".join(" " if taken[i] else c for i, c in enumerate(folded)) \
-        if any(taken) else folded
+    masked = folded
+    if spans:  # the parts found so far blanked out, so numbers and words skip them
+        pieces, at = [], 0
+        for start, end in sorted(spans):
+            pieces += [folded[at:start], " " * (end - start)]
+            at = end
+        masked = "".join([*pieces, folded[at:]])
     for number in sorted(numbers_in(masked)):
         if significant_digits(number) >= MIN_NUMBER_DIGITS:
             parts.append(TextPart(NUMBER, format(number, "f"), (_number_key(number),)))
-    _words(text, masked, patterns, parts)
+    _words(text, masked, parts)
     return tuple(parts)
 
 
@@ -173,18 +193,16 @@ def _dates(folded: str, patterns: dict[str, Any], claim: Any, parts: list[TextPa
             parts.append(TextPart(DATE, match.group(0), readings))
 
 
-def _words(text: str, masked: str, patterns: dict[str, Any], parts: list[TextPart]) -> None:
+def _words(text: str, masked: str, parts: list[TextPart]) -> None:
     """Distinctive words, and runs of capitalised ones as names (read in the original
     text for the capitals, in the folded one for the spelling)."""
     seen: set[str] = set()
-    for match in patterns[WORD].finditer(masked):
-        word = match.group(0)
+    for word in _WORD.findall(masked):
         if len(word) >= MIN_WORD and word not in COMMON_WORDS and word not in seen:
             seen.add(word)
             parts.append(TextPart(WORD, word, (f"word:{word}",)))
     run: list[str] = []
-    for match in patterns[WORD].finditer(text):
-        word = match.group(0)
+    for word in _WORD.findall(text[:MAX_TEXT]):
         if word[0].isupper() and word[1:].islower() and fold(word) not in COMMON_WORDS:
             run.append(word)
             continue
