@@ -104,6 +104,8 @@ def to_string(value: Any) -> str:
         return str(value.name)
     if value_kind in ("net.IP", "net.CIDR"):  # cel-go's network extension
         return str(value)
+    if value_kind == "kubernetes.URL":  # the text the URL was made from
+        return str(value.text)
     raise no_overload("string", value)
 
 

@@ -1,5 +1,6 @@
-"""String functions: ``contains``, ``startsWith``, ``endsWith``, ``matches`` (RE2 patterns,
-see ``regex``) and callgate's ``lowerAscii``/``upperAscii`` extensions.
+"""String functions the compiler calls directly: ``contains``, ``startsWith``, ``endsWith``
+and ``matches`` (RE2 patterns, see ``regex``); the strings extension library (``lowerAscii``
+and the rest) is ``cel.library.strings``.
 """
 
 from __future__ import annotations
@@ -15,19 +16,6 @@ def _strings(function: str, receiver: Any, argument: Any) -> tuple[str, str]:
     if isinstance(receiver, str) and isinstance(argument, str):
         return receiver, argument
     raise no_overload(function, receiver, argument)
-
-
-def lower_ascii(receiver: Any) -> str:
-    """``s.lowerAscii()``: only ASCII letters change, as in cel-go's strings extension."""
-    if not isinstance(receiver, str):
-        raise no_overload("lowerAscii", receiver)
-    return "".join(c.lower() if c.isascii() else c for c in receiver)
-
-
-def upper_ascii(receiver: Any) -> str:
-    if not isinstance(receiver, str):
-        raise no_overload("upperAscii", receiver)
-    return "".join(c.upper() if c.isascii() else c for c in receiver)
 
 
 def contains(receiver: Any, argument: Any) -> bool:
