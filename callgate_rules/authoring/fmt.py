@@ -96,10 +96,16 @@ _TOOL_CONTRACT_SPEC = Shape(
     },
 )
 
+_SEQUENCE_STEP = Shape(("tools", "where"), cel=frozenset({"where"}))
 _ACCESS_POLICY_SPEC = Shape(
-    ("actor", "session", "rules", "mode", "on_error"),
+    ("actor", "session", "rules", "sequences", "mode", "on_error"),
     {"rules": Shape(("name", "description", "effect", "tools", "when", "message", "mode",
-                     "on_error"), cel=frozenset({"when"}))},
+                     "on_error"), cel=frozenset({"when"})),
+     # a sequence rule reads in its order: after this, forbid or confirm that
+     "sequences": Shape(("name", "description", "after", "forbid", "confirm", "message",
+                         "mode", "on_error"),
+                        {"after": _SEQUENCE_STEP, "forbid": _SEQUENCE_STEP,
+                         "confirm": _SEQUENCE_STEP})},
 )
 
 _ERROR_CLASSES = tuple(str(error_class) for error_class in ErrorClass)
