@@ -104,8 +104,9 @@ class RequestResolvers(Mapping[str, Resolver]):
     """The gate's resolvers in the service: the current request's records for the
     collections it passed records for, else the service's own (world file or HTTP)."""
 
-    def __init__(self, world: Resolvers | None) -> None:
+    def __init__(self, world: Resolvers | None, lookups: LookupRecords) -> None:
         self.world = world
+        self.lookups = lookups
 
     def __getitem__(self, collection: str) -> Resolver:
         found: Resolver | None = self.get(collection)
@@ -119,7 +120,15 @@ class RequestResolvers(Mapping[str, Resolver]):
             return CollectionResolver(passed[collection])
         if self.world is not None:
             return self.world.get(collection, default)
-        return default
+        # Nowhere to read them from: the host's request is missing them, said as such (a
+        # look-up that cannot be made is not an internal error of the service).
+        names = sorted(name for name, collections in self.lookups.collections.items()
+                       if collection in collections)
+        raise Problem(422, "Records missing", f"no records for the collection {collection!r}: "
+                      "pass them in the body's records, or start the service with --world or "
+                      "--resolver-url", [{"field": f"body.records.{name}",
+                                          "message": "the call's look-up needs these records"}
+                                         for name in names])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.world) if isinstance(self.world, Mapping) else iter(())

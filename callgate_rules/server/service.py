@@ -70,7 +70,7 @@ class Service:
         self.resolvers = _resolvers(settings)
         self.decision_log = _decision_log(settings.decision_log)
         self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
-                                   resolvers=RequestResolvers(self.resolvers),
+                                   resolvers=RequestResolvers(self.resolvers, self.lookups),
                                    decision_log=self.decision_log,
                                    observers=(self.metrics.observe, log_decision, *observers))
         self.limiter = anyio.CapacityLimiter(settings.concurrency)

@@ -156,3 +156,21 @@ def test_the_decision_log_has_every_decision_masked(pair: Pair) -> None:
     assert any(r.get("tool") == "sendEmail" and r.get("route") == decided["route"]
                for r in records)
     assert secret_body not in pair.decision_log.read_text()
+
+
+def test_without_a_world_the_records_the_call_needs_are_asked_for(
+        documents: Path, tmp_path: Path) -> None:
+    server = start_server(documents, f"sqlite:///{tmp_path / 'receipts.db'}", world=False)
+    try:
+        with server.client() as client:
+            answer = client.post("/v1/decide", json={
+                "model_output": ticket_call("T-77001"), "actor": DANA, "session": SESSION,
+                "request_id": "req-no-world"})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["errors"] == [{
+            "field": "body.records.ticket",
+            "message": "the call's look-up needs these records"}]
+        assert decide(server, ticket_call("T-77001"),
+                      records={"ticket": TICKET})["route"] == "execute"
+    finally:
+        server.stop()
