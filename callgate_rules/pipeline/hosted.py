@@ -347,10 +347,15 @@ class HostedWrites:
         """The decision and machine of a stored operation, decided again from its receipt
         (the variables verify and reconcile read), its budget carried over: the retries its
         attempts spent, and the call deadline from when the lease was taken (each claim
-        that takes one is an attempt, so both together bound the whole operation)."""
+        that takes one is an attempt, so both together bound the whole operation). Rules
+        that read ``history`` read the operation's run, as ``Gate.confirm`` has them."""
+        gate, now = self.gate, self.gate.clock()
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        decision, progress = self._checked(call, receipt.actor, receipt.request_id, session,
-                                           None, None)
+        run_id = gate.histories.run_of(receipt.operation_id) \
+            if gate.plans.records_history else None
+        decision, progress = gate.decide_steps(
+            call, receipt.actor, now, receipt.request_id, session, None,
+            None if run_id is None else Run(started_at=now, run_id=run_id))
         if progress.contract is None or progress.call is None:
             raise UnknownOperation(f"operation {receipt.operation_id!r} names tool "
                                    f"{receipt.tool!r}, which the documents no longer have")

@@ -87,3 +87,46 @@ def test_one_write_decided_then_claimed_is_one_call() -> None:
     rebuilt = run_from_history("r", entries, START + timedelta(seconds=3))
     assert rebuilt.calls["sendPayment"] == 1 and rebuilt.failures == 0
     assert run_from_history("new", [], START).started_at == START
+
+
+BANKING = REPO / "examples" / "banking"
+HOLDER = {"id": "U-1", "role": "holder"}
+PAYEES = {"payees": [{"id": "PY-1", "iban": "DE89370400440532013000", "name": "Northwind",
+                       "owner": "U-1"}]}
+
+
+def instalment(amount: float, subject: str) -> dict[str, Any]:
+    return {"name": "sendMoney", "arguments": {
+        "recipient": "DE89370400440532013000", "amount": amount, "subject": subject}}
+
+
+def test_a_named_runs_history_reaches_the_rules_across_requests() -> None:
+    """The banking example's daily limit per recipient over the hosted flow: each step a
+    fresh flow on one store, as separate requests to separate instances are."""
+    store, clock = MemoryStore(), FakeClock(START)
+    banking = load([BANKING / "contracts", BANKING / "policies"])
+
+    def flow() -> HostedWrites:
+        return HostedWrites(banking, resolvers=WorldResolvers(PAYEES), store=store,
+                            clock=clock, secret=b"k" * 32)
+
+    def paid(step: Any) -> None:
+        assert step.action.value == "execute", step
+        done = flow().finish(step.operation_id, step.lease, actor=HOLDER,
+                             result={"id": step.operation_id})
+        assert done.decision is not None and done.decision.route == "return_result"
+
+    for part in (1, 2):
+        paid(flow().claim(instalment(600, f"part {part}"), actor=HOLDER,
+                          request_id=f"q{part}", run_id="bank-run"))
+    third = flow().decide(instalment(600, "part 3"), actor=HOLDER, request_id="q3",
+                          run_id="bank-run")
+    assert third.error_class == "confirmation_required"
+    assert third.rule == "sendMoney/daily-limit-per-recipient"
+    assert third.confirmation_token is not None
+    paid(flow().confirm(third.confirmation_token, actor=HOLDER, confirmed_by="U-1"))
+    fee = flow().decide(instalment(5, "fee"), actor=HOLDER, request_id="q4", run_id="bank-run")
+    assert fee.rule == "sendMoney/daily-limit-per-recipient"  # the confirmed third counts
+    elsewhere = flow().decide(instalment(5, "fee"), actor=HOLDER, request_id="q5",
+                              run_id="another-run")
+    assert elsewhere.error_class is None
