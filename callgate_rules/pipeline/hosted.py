@@ -19,9 +19,10 @@ the gate would call an executor or sleep, and resumes with what the host reports
 claim, the verification, the retry budget and the reconciliation are the library's, not a
 copy; steps 1–4, the hold and the record are the gate's too, through the small interface
 ``Gate`` keeps for such flows (``decide_steps``, ``write_machine``, ``hold_for_person``,
-``recorded``). The host holds the lease it is given (``Step.lease``) and passes it back: a host whose
-lease expired and was taken over is fenced off (``LeaseLost``), and one that dies between
-claim and finish leaves a lease that the next claim turns into reconciliation.
+``recorded``). The host holds the lease it is given (``Step.lease``) and passes it back:
+a host whose lease expired and was taken over is fenced off (``LeaseLost``), and one that
+dies between claim and finish leaves a lease that the next claim turns into
+reconciliation.
 
 A person approving or declining on a review page (``approve``, ``decline``) releases or
 refuses a held write without the token: the approver's login is the authority, recorded in
