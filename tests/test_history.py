@@ -21,6 +21,7 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.errors import StoreError
 from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.history import entry_of
@@ -59,10 +60,17 @@ class Bank:
                                                        "readInbox")}
 
 
+# the payees on file: the one the instalments go to, and another
+ON_FILE = WorldResolvers({"payees": [
+    {"id": "PY-1", "owner": "U-1", "iban": "DE89370400440532013000", "name": "Northwind"},
+    {"id": "PY-2", "owner": "U-1", "iban": "GB29NWBK60161331926819", "name": "Landlord"},
+    {"id": "PY-3", "owner": "U-2", "iban": "NL91ABNA0417164300", "name": "someone else's"}]})
+
+
 def gate_on(config: GateConfig, store: ReceiptStore, bank: Bank, clock: FakeClock,
             **more: Any) -> Gate:
     return Gate(config, executors=bank.executors(), store=store, clock=clock,
-                sleep=clock.sleep, secret=b"history-test-secret", **more)
+                resolvers=ON_FILE, sleep=clock.sleep, secret=b"history-test-secret", **more)
 
 
 def payment(amount: float, subject: str, recipient: str = PAYEE) -> dict[str, Any]:
@@ -192,6 +200,22 @@ def test_a_host_history_is_read_and_nothing_is_recorded(config: GateConfig) -> N
         == Route.EXECUTE
     assert gate.check(payment(600, "x"), actor=HOLDER, history=[*kept, entry]).route \
         == Route.AWAIT_CONFIRMATION
+
+
+def test_an_account_not_on_file_is_paid_once_without_a_person(config: GateConfig) -> None:
+    bank, clock = Bank(), FakeClock(T0)
+    gate = gate_on(config, MemoryStore(), bank, clock)
+    run = Run(started_at=T0)
+    typed = "NL91ABNA0417164300"  # the user typed it for the rent
+    rent = gate.handle(payment(100, "rent", typed), actor=HOLDER, request_id="r1", run=run)
+    again = gate.handle(payment(100, "the rest", typed), actor=HOLDER, request_id="r2",
+                        run=run)
+    assert rent.route == Route.RETURN_RESULT
+    assert (again.route, again.rule) == (Route.AWAIT_CONFIRMATION,
+                                         "sendMoney/new-account-paid-once")
+    on_file = [gate.handle(payment(100, f"#{n}"), actor=HOLDER, request_id=f"f{n}",
+                           run=run).route for n in (1, 2)]
+    assert on_file == [Route.RETURN_RESULT, Route.RETURN_RESULT]
 
 
 def test_a_history_nothing_reads_is_not_kept(tmp_path: Path) -> None:
@@ -343,6 +367,7 @@ def test_the_async_gate_passes_the_run_and_a_host_history(config: GateConfig) ->
 
     bank, clock = Bank(), FakeClock(T0)
     gate = AsyncGate(config, executors=bank.executors(), store=MemoryStore(), clock=clock,
+                     resolvers=ON_FILE,
                      sleep=clock.sleep, secret=b"history-test-secret")
     run = Run(started_at=T0)
     earlier = [HistoryEntry(run_id=run.run_id, at=T0, tool="sendMoney",

@@ -39,4 +39,4 @@ def test_the_shell_example_passes() -> None:
                               cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
         if command[1] == "simulate":
-            assert "5 passed, 0 failed" in done.stdout
+            assert "6 passed, 0 failed" in done.stdout

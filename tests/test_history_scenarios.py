@@ -20,7 +20,7 @@ def run(store_url: str | None) -> None:
     config = load_config_for(str(BANKING / "contracts"), str(BANKING / "policies"))
     scenarios = load_scenarios([SCENARIOS])
     results = run_scenarios(scenarios, config, store_url)
-    assert len(results) == 5
+    assert len(results) == 6
     assert [failure for result in results for failure in result.failures] == []
     by_name = {result.name: result for result in results}
     split = by_name["three instalments of 600 under a 1,000 limit per payment"]
