@@ -74,3 +74,13 @@ def test_a_date_written_in_words_reads_as_its_iso_form(day: date) -> None:
 def test_a_grouped_amount_reads_as_the_plain_number(amount: int, point: str) -> None:
     grouped = f"{amount:,}".replace(",", "." if point == "," else ",") + f"{point}00"
     assert f"number:{amount}" in kinds(f"pay {grouped} today")["number"]
+
+
+def test_a_common_word_in_any_language_is_no_evidence_of_where_a_value_came_from() -> None:
+    from callgate_rules.integrations.provenance import Thresholds, sources_of
+    from callgate_rules.integrations.provenance.reading import read_conversation
+
+    conversation = read_conversation([{"role": "user", "content": "open the file, die Datei"}])
+    for word in ("file", "Datei", "FICHIER", "archivo", "файл"):
+        assert sources_of(word, conversation, [], Thresholds()) == ["indistinct"], word
+    assert sources_of("quarterly-report.pdf", conversation, [], Thresholds()) == []

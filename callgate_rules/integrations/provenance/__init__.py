@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from callgate_rules.integrations.provenance.common_words import COMMON_WORDS
 from callgate_rules.integrations.provenance.conversation import (
     INDISTINCT,
     RECORD,
@@ -66,7 +67,7 @@ DEFAULT_COMMON_VALUES = frozenset({
     "yes", "no", "ok", "okay", "true", "false", "null", "none", "the", "and", "for", "you",
     "this", "that", "with", "from", "to", "of", "in", "on", "it", "is", "a", "an", "n/a",
     "test", "hello", "thanks", "please", "eur", "usd", "gbp",
-})
+}) | COMMON_WORDS  # and the common words of six languages ("file", "Datei", "fichier")
 _ORDER = {USER: 0, SYSTEM: 1, RECORD: 2, TOOL: 3}
 
 
