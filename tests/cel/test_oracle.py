@@ -217,6 +217,12 @@ def test_string_of_a_double(number: float) -> None:
     agree("string", False, number)
 
 
+@_SETTINGS
+@given(number=st.floats(allow_nan=False) | st.integers(-(10**12), 10**12).map(float))
+def test_string_of_any_double_is_the_oracle_s(number: float) -> None:
+    agree("string", False, number)
+
+
 @pytest.mark.parametrize(("number", "text"), [
     (1e6, "1e+06"), (999999.0, "999999"), (123456789.0, "1.23456789e+08"), (1e-5, "1e-05"),
     (1e-4, "0.0001"), (-0.0, "-0"), (100.0, "100"), (2.0**63, "9.223372036854776e+18"),

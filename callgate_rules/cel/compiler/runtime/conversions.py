@@ -117,6 +117,8 @@ def _double_text(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
+    if 1e-4 <= abs(value) < 1e6:  # the common case: Python's repr has Go's digits there
+        return repr(value).removesuffix(".0")
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
     # repr gives the shortest round-tripping digits; Decimal splits them from the exponent.
