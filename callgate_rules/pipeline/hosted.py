@@ -168,8 +168,10 @@ class HostedWrites:
             done = self._record(self._remembered(decision, progress, run_id, request_id))
             return Step(Action.DONE, done.operation_id or "", done)
         machine = self._hosted_machine(progress, actor, request_id)
-        self._remembered(replace(decision, operation_id=machine.operation.operation_id),
-                         progress, run_id, request_id)
+        operation = machine.operation.operation_id
+        if run_id is not None and not self._in_run(operation, run_id):  # else decide did
+            self._remembered(replace(decision, operation_id=operation), progress, run_id,
+                             request_id)
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
 
@@ -328,6 +330,13 @@ class HostedWrites:
                 run_id=run_id, at=now, tool=decision.tool or "", arguments={},
                 route=str(decision.route), error_class=str(decision.error_class),
                 request_id=request_id, operation_id=operation))
+
+    def _in_run(self, operation_id: str, run_id: str) -> bool:
+        """Is the operation in the run's history already (decided there, then claimed)?"""
+        try:
+            return self.gate.histories.run_of(operation_id) == run_id
+        except StoreError:
+            return False
 
     def _kept(self, write: Callable[[], Any]) -> None:
         try:
