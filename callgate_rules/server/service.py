@@ -81,10 +81,11 @@ class Service:
         the request passed (``server.records``). A request that runs out of time is
         answered while its thread finishes: the receipt keeps what it did."""
         started = time.perf_counter()
-        passed = self.lookups.by_collection(records)
+        def checked() -> T:  # the records are checked in the worker too, off the event loop
+            return with_records(self.lookups.by_collection(records), work)()
+
         try:
-            return await anyio.to_thread.run_sync(with_records(passed, work),
-                                                  limiter=self.limiter,
+            return await anyio.to_thread.run_sync(checked, limiter=self.limiter,
                                                   abandon_on_cancel=True)
         finally:
             self.metrics.requests.labels(endpoint).observe(time.perf_counter() - started)
