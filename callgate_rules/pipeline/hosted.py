@@ -47,7 +47,7 @@ from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
-from callgate_rules.pipeline.history import entry_of
+from callgate_rules.pipeline.history import entry_of, kept_result
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
 from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.runs import run_from_history
@@ -285,7 +285,7 @@ class HostedWrites:
         except StoreError as error:  # the run's budgets must not be judged on a guess
             run, unread = None, error
         decision, progress = gate.decide_steps(model_output, actor, now, request_id, session,
-                                         conversation, run)
+                                               conversation, run)
         if run is None:
             return self._ended(decision, progress, store_failed(
                 unread, False, gate.config.routing.route_for(ErrorClass.TRANSIENT)),
@@ -311,10 +311,12 @@ class HostedWrites:
         return decision
 
     def _run_ended(self, decision: Decision) -> None:
-        """A write of a named run ended: a success marks its entries executed, a failure
-        is an entry of its own (the run's failure budget counts it)."""
+        """A write of a named run ended: a success marks its entries executed (the result
+        kept as the history keeps results), a failure is an entry of its own, masked as
+        every entry is (the run's failure budget counts it)."""
         operation, histories = decision.operation_id, self.gate.histories
-        if operation is None:
+        contract = self.gate.config.contracts.get(decision.tool or "")
+        if operation is None or contract is None:
             return
         run_id = histories.run_of(operation)
         if run_id is None:
@@ -322,14 +324,11 @@ class HostedWrites:
         now = self.gate.clock()
         if decision.route == Route.RETURN_RESULT:
             histories.mark_executed(operation, at=now, route=str(decision.route),
-                                    result=decision.result)
+                                    result=kept_result(contract, decision.result))
         elif decision.error_class in FAILURES:
             receipt = self.gate.store.get(operation)
-            request_id = receipt.request_id if receipt is not None else ""
-            histories.record_history(HistoryEntry(
-                run_id=run_id, at=now, tool=decision.tool or "", arguments={},
-                route=str(decision.route), error_class=str(decision.error_class),
-                request_id=request_id, operation_id=operation))
+            histories.record_history(entry_of(decision, contract, run_id, receipt.request_id
+                                              if receipt is not None else "", now))
 
     def _in_run(self, operation_id: str, run_id: str) -> bool:
         """Is the operation in the run's history already (decided there, then claimed)?"""
