@@ -7,7 +7,8 @@ the review and confirmation page for people, and metrics, traces and logs for op
     # serve `app` with any ASGI server; `callgate serve` runs it under uvicorn
 
 Modules: ``service`` (what an instance holds), ``api`` and ``models`` (``/v1``), ``page``
-and ``templates/`` (``/review``), ``users`` (page logins and sessions), ``metrics``
+and ``templates/`` (``/review``), ``users`` (page logins and sessions), ``records``
+(the look-ups' records from the request, the world file or the host's endpoint), ``metrics``
 (``/metrics``), ``problems`` (problem details and request bounds), ``app`` (all of it).
 Needs the ``server`` extra: ``pip install 'callgate-rules[server]'``.
 """
