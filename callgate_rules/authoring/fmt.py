@@ -77,7 +77,7 @@ class Shape:
 _METADATA = Shape(("name", "version", "owner", "description", "labels"))
 
 _TOOL_CONTRACT_SPEC = Shape(
-    ("effect", "title", "arguments", "result", "lookups", "rules", "verify", "reconcile",
+    ("effect", "title", "arguments", "result", "labels", "lookups", "rules", "verify", "reconcile",
      "timeout", "idempotency", "confirmation", "mask", "examples", "errors", "mode",
      "on_error"),
     {
