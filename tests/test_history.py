@@ -427,3 +427,30 @@ def test_the_store_keeps_a_run_in_order_bounded_and_detached(history_store: Any)
     assert history_store.purge_history(older_than=T0 + timedelta(minutes=2)) == 3
     assert [e.request_id for e in history_store.run_history(run_id, since=T0)] == [
         "r2", "r3", "r4"]
+
+
+class ReceiptsOnly:
+    """A host's receipt store that keeps no histories (it delegates the receipt protocol)."""
+
+    HISTORY_METHODS = frozenset({"record_history", "run_history", "mark_executed", "run_of",
+                                 "purge_history"})
+
+    def __init__(self) -> None:
+        self._store = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.HISTORY_METHODS:
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_a_store_without_histories_leaves_them_to_the_gates_memory(
+        config: GateConfig) -> None:
+    bank, clock = Bank(), FakeClock(T0)
+    gate = gate_on(config, ReceiptsOnly(), bank, clock)  # type: ignore[arg-type]
+    run = Run(started_at=T0)
+    routes = [gate.handle(payment(600, f"part {n}"), actor=HOLDER, request_id=f"r{n}",
+                          run=run).route for n in range(3)]
+    assert routes == [Route.RETURN_RESULT, Route.RETURN_RESULT, Route.AWAIT_CONFIRMATION]
+    assert gate.histories is gate.histories
+    assert len(gate.histories.run_history(run.run_id, since=T0)) == 3

@@ -105,7 +105,9 @@ class Gate:
         self._counters_lock = threading.Lock()
         self._plans_of_config = Plans(config)
         self.history_retention = history_retention
-        self._own_history: MemoryHistory | None = None  # when the store keeps no histories
+        # where histories are kept, for the store it was worked out for (an isinstance of a
+        # protocol costs as much as a small decision: asked once per store, not per call)
+        self._histories: tuple[object, RunHistory] | None = None
 
     @property
     def plans(self) -> Plans:
@@ -130,12 +132,13 @@ class Gate:
 
     @property
     def histories(self) -> RunHistory:
-        """Where runs' histories are kept: the receipt store, when it keeps them."""
-        if isinstance(self.store, RunHistory):
-            return self.store
-        if self._own_history is None:
-            self._own_history = MemoryHistory()
-        return self._own_history
+        """Where runs' histories are kept: the receipt store, when it keeps them; else the
+        gate's own memory."""
+        store = self.store
+        if self._histories is None or self._histories[0] is not store:
+            kept = store if isinstance(store, RunHistory) else MemoryHistory()
+            self._histories = (store, kept)
+        return self._histories[1]
 
     @classmethod
     def from_paths(cls, *paths: str | Path, **bindings: Any) -> Gate:
