@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate_rules.documents.compiler import load
+from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run
 from callgate_rules.store import MemoryStore, SqliteStore
@@ -76,7 +77,9 @@ def main() -> None:
     now = T0 + timedelta(hours=1)
     cells: dict[str, Callable[[], Any]] = {}
     for name, store in stores.items():
-        gate = Gate(config, store=store, secret=b"bench", clock=lambda: now)
+        gate = Gate(config, store=store, secret=b"bench", clock=lambda: now,
+                    resolvers=WorldResolvers({"payees": [
+                        {"id": "PY-1", "owner": "U-1", "iban": PAY["arguments"]["recipient"]}]}))
         for count in (0, 10, 100, 1000):
             run = Run(started_at=T0, run_id=f"{name}-{count}")
             for entry in entries(run.run_id, count):
