@@ -98,8 +98,11 @@ class MemoryHistory:
         with self._history_lock:
             found = [kept for kept in self._runs.get(run_id, ()) if kept[0].at >= since]
         found.sort(key=lambda kept: kept[0].at)  # stable: insertion order breaks ties
-        return [replace(entry, arguments=json.loads(arguments),
-                        result=None if result is None else json.loads(result))
+        # made field by field: dataclasses.replace would cost more than decoding
+        return [HistoryEntry(entry.run_id, entry.at, entry.tool, json.loads(arguments),
+                             entry.route, entry.error_class, entry.request_id,
+                             entry.operation_id, entry.executed, entry.executed_at,
+                             None if result is None else json.loads(result))
                 for entry, arguments, result in found[-limit:]]
 
     def mark_executed(self, operation_id: str, *, at: datetime, route: str,
