@@ -75,7 +75,7 @@ def test_the_wheel_has_schemas_templates_typing_and_license(dist: Path) -> None:
     assert not [name for name in names if name.startswith("tests/")]
     assert metadata["License-Expression"] == "Apache-2.0"
     assert "Typing :: Typed" in metadata.get_all("Classifier")
-    assert any(url.startswith("Source, https://") for url in metadata.get_all("Project-URL"))
+    assert "Homepage, https://pypi.org/project/callgate-rules/" in metadata.get_all("Project-URL")
 
 
 def test_the_installed_wheel_starts_a_project_anywhere(dist: Path, tmp_path: Path) -> None:
