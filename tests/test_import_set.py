@@ -80,7 +80,7 @@ def test_the_command_table_names_every_command_where_it_is_defined() -> None:
     assert defined == COMMAND_MODULES
 
 
-def test_checking_one_call_loads_neither_lint_nor_the_store_commands_nor_the_service() -> None:
+def test_checking_one_call_loads_neither_other_commands_nor_the_simulator_nor_a_service() -> None:
     loaded = modules_after(
         "import sys\n"
         "from callgate_rules.cli import main\n"
@@ -91,5 +91,10 @@ def test_checking_one_call_loads_neither_lint_nor_the_store_commands_nor_the_ser
 
     assert {"callgate_rules.cli.authoring", "callgate_rules.cli.store",
             "callgate_rules.cli.serve", "callgate_rules.cli.gateway",
-            "callgate_rules.authoring.lint"} & loaded == set()
+            "callgate_rules.authoring.lint",
+            # check decides and executes nothing: the suites and the simulated destination
+            # are for simulate, test and eval
+            "callgate_rules.harness.scenarios", "callgate_rules.harness.simulator",
+            "callgate_rules.harness.destination", "callgate_rules.harness.support_desk",
+            "callgate_rules.harness.policytest"} & loaded == set()
     assert third_party(loaded) & (NEVER_FOR_A_DECISION - {"click"}) == set()

@@ -67,7 +67,7 @@ def check(
     explain: bool,
 ) -> None:
     """Decide about one proposed call (steps 1–4, nothing is executed)."""
-    from callgate_rules.harness.scenarios import load_config_for
+    from callgate_rules.documents.compiler import load_config_for
 
     now = _parse_now(now_text)
     model_output = _read_call(call_file)

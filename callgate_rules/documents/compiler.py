@@ -115,6 +115,17 @@ def load(paths: str | Path | Iterable[str | Path]) -> GateConfig:
     return compilation.config
 
 
+def load_config_for(contracts: str, policies: str) -> GateConfig:
+    """The documents under both directories (the commands' ``--contracts`` and
+    ``--policies``); a directory that is not there is an error, so a typo never silently
+    yields a gate without contracts or without rights."""
+    for option, path in (("--contracts", contracts), ("--policies", policies)):
+        if not Path(path).exists():
+            raise InputError(f"{option} {path}: no such directory; run from the directory "
+                             f"that holds contracts/ and policies/, or pass {option}")
+    return load([contracts, policies])
+
+
 def compile_paths(paths: str | Path | Iterable[str | Path], *,
                   advanced: Callable[[int], None] | None = None) -> Compilation:
     # A single path is one path: a string is iterable, and its characters are not paths.

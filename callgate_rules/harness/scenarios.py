@@ -34,7 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from callgate_rules.documents.compiler import load
+# load_config_for is re-exported: the suite commands and their tests reach it through here.
+from callgate_rules.documents.compiler import load_config_for as load_config_for
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.documents.source import (
     SourceDocument,
@@ -341,13 +342,3 @@ def _as_list(value: Any) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
-def load_config_for(contracts: str, policies: str) -> GateConfig:
-    """The documents under both directories; a directory that is not there is an error, so
-    a typo never silently yields a gate without contracts or without rights."""
-    for option, path in (("--contracts", contracts), ("--policies", policies)):
-        if not Path(path).exists():
-            raise InputError(f"{option} {path}: no such directory; run from the directory "
-                             f"that holds contracts/ and policies/, or pass {option}")
-    return load([contracts, policies])
