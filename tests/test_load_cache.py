@@ -8,11 +8,18 @@ check again; an invalid schema is never remembered; where the cache lives follow
 
 from __future__ import annotations
 
+import datetime
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import callgate_rules.cache as store
+from callgate_rules.cel.definitions import Definition, Definitions
+from callgate_rules.cel.expression import CompiledExpression, compile_expression
 from callgate_rules.documents import cache
 from callgate_rules.documents.compiler import compile_paths, load
 from callgate_rules.errors import ConfigError
@@ -121,8 +128,6 @@ def test_a_yaml_file_read_from_the_cache_is_the_file_read_afresh(
 
 
 def test_yaml_that_json_cannot_carry_is_read_afresh_every_time(directory: Path) -> None:
-    import datetime
-
     from callgate_rules.documents.source import parse_yaml_text
 
     for _ in range(2):
@@ -135,11 +140,83 @@ def test_code_from_the_cache_runs_as_compiled_code_does(directory: Path) -> None
     source = "def evaluate(variables):\n    return variables['a'] * 2\n"
     for _ in range(2):
         namespace: dict[str, object] = {}
-        exec(cache.compiled(source, "<test>"), namespace)
+        exec(store.compiled(source, "<test>"), namespace)
         assert namespace["evaluate"]({"a": 21}) == 42  # type: ignore[operator]
     (entry,) = entries(directory / "python-code")
     entry.write_bytes(entry.read_bytes()[:-1])  # corrupt: compiled again, and rewritten
-    assert cache.compiled(source, "<test>").co_filename == "<test>"
-    assert cache.COMPILED_CODE.get(entry.name) is not None
+    assert store.compiled(source, "<test>").co_filename == "<test>"
+    assert store.COMPILED_CODE.get(entry.name) is not None
     with pytest.raises(SyntaxError):
-        cache.compiled("def (", "<test>")
+        store.compiled("def (", "<test>")
+
+
+# Compiled CEL expressions --------------------------------------------------------------------
+
+EXPRESSIONS = [
+    "args.amount > 100 && args.currency in ['EUR', 'USD', 'GBP']",
+    "has(args.note) ? args.note.size() < 5 : args.?title.orValue('x') == 'x'",
+    "args.items.all(i, i.qty > 0) && 'ab'.matches('^a')",
+    "timestamp('2026-01-01T00:00:00Z') < now",
+]
+ACTIVATION = {"args": {"amount": 120, "currency": "EUR", "items": [{"qty": 1}], "note": "hi"},
+              "now": datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)}
+
+
+def described(expression: CompiledExpression) -> tuple[object, ...]:
+    inline = expression.inline
+    return (expression.variables, expression.references, expression.guarded,
+            expression.refused_patterns, expression.tree,
+            None if inline is None else (inline.body, sorted(inline.namespace)),
+            expression(ACTIVATION))
+
+
+@pytest.mark.parametrize("source", EXPRESSIONS)
+def test_an_expression_compiled_before_comes_whole_from_the_cache(directory: Path,
+                                                                  source: str) -> None:
+    first = compile_expression(source)
+    (entry,) = entries(directory / "cel-expression")
+    again = compile_expression(source)
+    assert described(again) == described(first)
+    entry.write_bytes(entry.read_bytes()[:-2])  # corrupt: compiled afresh and rewritten
+    assert described(compile_expression(source)) == described(first)
+    assert store.ContentCache("cel-expression").get(entry.name) is not None
+
+
+def test_an_entry_that_does_not_unpickle_is_compiled_afresh(directory: Path) -> None:
+    compile_expression(EXPRESSIONS[0])
+    (entry,) = entries(directory / "cel-expression")
+    store.ContentCache("cel-expression").put(entry.name, b"\x80\x05not a pickle")
+    assert compile_expression(EXPRESSIONS[0])(ACTIVATION) is True
+
+
+def test_cached_code_from_another_process_merges_with_code_compiled_here(
+        directory: Path) -> None:
+    """Constants and helpers are named by the expression's content, not by a counter of
+    the process that compiled it: an expression read from the cache and another one compiled
+    here never bind one global name to different values when their code is inlined together."""
+    script = ("from callgate_rules.cel.expression import compile_expression\n"
+              f"compile_expression({EXPRESSIONS[0]!r})")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60,
+                   env={**os.environ, "CALLGATE_CACHE_DIR": str(directory)})
+    cached = compile_expression(EXPRESSIONS[0])
+    fresh = compile_expression("args.currency in ['JPY', 'CHF'] && args.amount > 3.5")
+    assert cached.inline is not None and fresh.inline is not None
+    shared = set(cached.inline.namespace) & set(fresh.inline.namespace)
+    assert all(cached.inline.namespace[name] is fresh.inline.namespace[name] for name in shared)
+    assert fresh(ACTIVATION) is False and cached(ACTIVATION) is True
+
+
+def test_definitions_are_in_the_key_and_marked_used_on_a_cached_load(directory: Path) -> None:
+    def definitions(limit: str) -> Definitions:
+        found, problems = Definitions.of([Definition("limit", limit),
+                                          Definition("unused", "1")])
+        assert problems == []
+        return found
+
+    for _ in range(2):
+        seen = definitions("100")
+        assert compile_expression("args.amount > limit", seen)(ACTIVATION) is True
+        assert seen.used == {"limit"}
+    changed = definitions("1000")
+    assert compile_expression("args.amount > limit", changed)(ACTIVATION) is False
+    assert len(entries(directory / "cel-expression")) == 2

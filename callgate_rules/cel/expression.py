@@ -15,12 +15,18 @@ for what plain Python lacks. Results come back the same way.
 
 from __future__ import annotations
 
+import marshal
+import pickle
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.util import MAGIC_NUMBER
+from types import CodeType
 from typing import Any
 
+from callgate_rules.cache import ContentCache, cache_directory
 from callgate_rules.cel import syntax
-from callgate_rules.cel.compiler import Inline, compile_program
+from callgate_rules.cel.compiler import Compiled, Inline, compile_program, running
 from callgate_rules.cel.compiler.lowering import TYPE_NAMES, library_function
 from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, pattern_problem
 from callgate_rules.cel.definitions import Definitions
@@ -62,13 +68,26 @@ def compile_expression(source: str,
                        definitions: Definitions | None = None) -> CompiledExpression:
     """Parse and compile ``source`` once; the result is safe to share between threads.
     Raises ``CelSyntaxError`` (or its subclass ``CelCompileError``) with the place.
-    ``definitions``: the configuration's named definitions, expanded in the tree first."""
+    ``definitions``: the configuration's named definitions, expanded in the tree first.
+    An expression compiled before (the same source and definitions) comes from the load
+    cache (``callgate_rules.cache``) as a whole: nothing is parsed, lowered or generated."""
+    key = _entry_key(source, definitions)
+    found = _remembered(key, source, definitions)
+    if found is not None:
+        return found
     tree = parse(source)
-    if definitions is not None:
-        tree = definitions.expand(tree)
-    compiled = compile_program(tree, FUNCTIONS)
+    used: frozenset[str] = frozenset()
+    if definitions is not None and definitions.bodies:
+        # expanded by a copy, to learn which definitions this tree uses (a cached entry
+        # marks them used again without expanding)
+        reader = Definitions(definitions.bodies, definitions.parameters, definitions.uses)
+        tree = reader.expand(tree)
+        used = frozenset(reader.used)
+        for name in used:
+            definitions.mark_used(name)
+    compiled = compile_program(tree, FUNCTIONS, tag=key[:20])
     references, guarded, variables = _references(tree)
-    return CompiledExpression(
+    expression = CompiledExpression(
         source=source,
         backend="compiled",
         variables=frozenset(variables),
@@ -82,6 +101,70 @@ def compile_expression(source: str,
             if (problem := pattern_problem(pattern)) is not None),
         tree=tree,
     )
+    _remember(key, expression, compiled, used)
+    return expression
+
+
+# Compiled expressions in the load cache -----------------------------------------------------
+
+COMPILED_EXPRESSIONS = ContentCache("cel-expression")
+_FINGERPRINTS: weakref.WeakKeyDictionary[Definitions, bytes] = weakref.WeakKeyDictionary()
+
+
+def _entry_key(source: str, definitions: Definitions | None) -> str:
+    """Named by the source, the definitions it may expand and the bytecode magic (the entry
+    holds a code object); callgate's version is in every key."""
+    fingerprint = b""
+    if definitions is not None and definitions.bodies:
+        fingerprint = _FINGERPRINTS.get(definitions, b"")
+        if not fingerprint:  # computed once per configuration, not once per expression
+            fingerprint = repr((sorted(definitions.bodies.items()),
+                                sorted(definitions.parameters.items()),
+                                sorted(definitions.uses.items()))).encode()
+            _FINGERPRINTS[definitions] = fingerprint
+    return COMPILED_EXPRESSIONS.key(
+        MAGIC_NUMBER + len(fingerprint).to_bytes(8, "little") + fingerprint
+        + source.encode("utf-8", "surrogatepass"))
+
+
+def _remember(key: str, expression: CompiledExpression, compiled: Compiled,
+              used: frozenset[str]) -> None:
+    """Store everything ``_remembered`` needs; an expression whose constants or tree cannot
+    be pickled (or nest too deeply to) is simply compiled afresh each time."""
+    if compiled.code is None or cache_directory() is None:
+        return
+    body = None if expression.inline is None else expression.inline.body
+    try:
+        entry = pickle.dumps((marshal.dumps(compiled.code), dict(compiled.constants), body,
+                              expression.variables, expression.references,
+                              expression.guarded, expression.refused_patterns,
+                              expression.tree, used), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
+        return
+    COMPILED_EXPRESSIONS.put(key, entry)
+
+
+def _remembered(key: str, source: str,
+                definitions: Definitions | None) -> CompiledExpression | None:
+    stored = COMPILED_EXPRESSIONS.get(key)
+    if stored is None:
+        return None
+    try:  # the entry's digest matched, so this is what callgate wrote; still, never trust it
+        (code_bytes, constants, body, variables, references, guarded, refused, tree,
+         used) = pickle.loads(stored)  # noqa: S301 - the cache is as trusted as __pycache__
+        code = marshal.loads(code_bytes)
+    except Exception:  # noqa: BLE001 - any unreadable entry is a miss, compiled afresh
+        return None
+    if not isinstance(code, CodeType):
+        return None
+    compiled = running(code, constants, body)
+    if definitions is not None:
+        for name in used:
+            definitions.mark_used(name)
+    return CompiledExpression(source=source, backend="compiled", variables=variables,
+                              references=references, guarded=guarded,
+                              evaluate=compiled.evaluate, inline=compiled.inline,
+                              refused_patterns=refused, tree=tree)
 
 
 def _literal_patterns(tree: syntax.Node) -> Iterator[tuple[str, str, syntax.Position]]:

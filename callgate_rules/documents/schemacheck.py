@@ -51,7 +51,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
-from callgate_rules.documents.cache import compiled
+from callgate_rules.cache import compiled
 from callgate_rules.regex import PatternError, compile_pattern
 
 Check = Callable[[Any], bool]

@@ -44,18 +44,20 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, cast
 
+from callgate_rules.cache import compiled
 from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import runtime
-from callgate_rules.cel.compiler.codegen import Program, generate
+from callgate_rules.cel.compiler.codegen import _RUNTIME_NAMESPACE, Program, generate
 from callgate_rules.cel.compiler.lowering import Functions, lower
 from callgate_rules.cel.errors import CelCompileError
-from callgate_rules.documents.cache import compiled
 
-__all__ = ["FAILURES", "Compiled", "Functions", "Inline", "compile_program", "python_source"]
+__all__ = ["FAILURES", "Compiled", "Functions", "Inline", "compile_program", "python_source",
+           "running"]
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
@@ -75,17 +77,22 @@ class Inline:
 
 @dataclass(frozen=True)
 class Compiled:
-    """An expression compiled: its function, and its code to inline if it allows that."""
+    """An expression compiled: its function, and its code to inline if it allows that;
+    ``code`` and ``constants`` make it again without generating (``running``): the code
+    object of the generated source and the globals it needs beyond the runtime's."""
 
     evaluate: Evaluator
     inline: Inline | None
+    code: CodeType | None = field(default=None, repr=False, compare=False)
+    constants: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
-def compile_program(tree: syntax.Node, functions: Functions) -> Compiled:
+def compile_program(tree: syntax.Node, functions: Functions, tag: str = "") -> Compiled:
     """The Python function evaluating the parsed CEL expression ``tree`` (run-time failures
     raise ``CelEvaluationError``), with the code to inline it where it allows that; raises
-    ``CelCompileError`` for an expression that cannot be compiled."""
-    program = _program(tree, functions)
+    ``CelCompileError`` for an expression that cannot be compiled. ``tag``: see
+    ``codegen.generate`` (the load cache names programs by their content)."""
+    program = generate(lower(tree, functions), tag)
     try:
         with warnings.catch_warnings():
             # "[1]['a']" draws a SyntaxWarning from CPython; in CEL it is a run-time error.
@@ -94,14 +101,24 @@ def compile_program(tree: syntax.Node, functions: Functions) -> Compiled:
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         raise CelCompileError(f"CEL error: the expression is too large to compile ({error})",
                               1, 1) from None
-    exec(code, program.namespace)
+    constants = {name: value for name, value in program.namespace.items()
+                 if name not in _RUNTIME_NAMESPACE}
+    return running(code, constants, program.body)
+
+
+def running(code: CodeType, constants: Mapping[str, Any],
+            body: Sequence[str] | None) -> Compiled:
+    """The compiled expression from its parts: ``code`` run with the runtime's globals and
+    ``constants``; ``body`` its lines to inline (``Program.body``)."""
+    namespace = {**_RUNTIME_NAMESPACE, **constants}
+    exec(code, namespace)
     inline = None
-    if program.body is not None:
+    if body is not None:
         # just the globals the lines name (a helper function keeps the program's own)
-        named = set(_NAME.findall("\n".join(program.body)))
-        inline = Inline(tuple(program.body), {name: value for name, value
-                                              in program.namespace.items() if name in named})
-    return Compiled(cast(Evaluator, program.namespace["evaluate"]), inline)
+        named = set(_NAME.findall("\n".join(body)))
+        inline = Inline(tuple(body), {name: value for name, value
+                                      in namespace.items() if name in named})
+    return Compiled(cast(Evaluator, namespace["evaluate"]), inline, code, dict(constants))
 
 
 def python_source(tree: syntax.Node, functions: Functions) -> str:

@@ -113,9 +113,9 @@ class Program:
     expression in its own generated code (the express lane): they read ``variables``,
     ``return`` the value and raise one of ``_FAILURES`` for a CEL error, and bind no local
     but ``_``-prefixed temporaries. ``None`` for a top-level macro, whose ``return`` sits in
-    a loop. Constants and helper functions are numbered across the process, so the globals
-    of several programs' bodies can be merged (``_NAMES``, which differs, is read only by
-    ``evaluate``'s own error handling, never by a body)."""
+    a loop. Constants and helper functions are numbered across the process (or tagged: see
+    ``generate``), so the globals of several programs' bodies can be merged (``_NAMES``,
+    which differs, is read only by ``evaluate``'s own error handling, never by a body)."""
 
     def __init__(self, source: str, namespace: dict[str, Any], body: list[str] | None) -> None:
         self.source = source
@@ -123,17 +123,25 @@ class Program:
         self.body = body
 
 
-# Shared by every generator, so that no two programs bind one name to different values.
+# Shared by every untagged generator, so that no two programs bind one name to different
+# values.
 _function_numbers = itertools.count(1)
 _constant_numbers = itertools.count(1)
 
 
-def generate(root: Node) -> Program:
-    return _Generator().program(root)
+def generate(root: Node, tag: str = "") -> Program:
+    """``tag``: a name for the program unique to what it was generated from (the load
+    cache's digest of the expression); its globals are numbered within the program and end
+    in the tag, so code generated in another process can be merged with this one's as is.
+    Without a tag they are numbered across the process."""
+    return _Generator(tag).program(root)
 
 
 class _Generator:
-    def __init__(self) -> None:
+    def __init__(self, tag: str = "") -> None:
+        self.suffix = f"_{tag}" if tag else ""
+        self.function_numbers = itertools.count(1) if tag else _function_numbers
+        self.constant_numbers = itertools.count(1) if tag else _constant_numbers
         self.namespace: dict[str, Any] = dict(_RUNTIME_NAMESPACE)
         self.functions: list[_Function] = []
         self.depth = 0  # how deeply the expression being generated nests
@@ -288,7 +296,7 @@ class _Generator:
     def helper_call(self, node: Node, kind: str) -> str:
         """Move ``node`` into its own generated function; return the call expression."""
         parameters = ["variables", *sorted(free_locals(node))]
-        helper = _Function(f"_{kind}_{next(_function_numbers)}", parameters)
+        helper = _Function(f"_{kind}_{next(self.function_numbers)}{self.suffix}", parameters)
         helper.body = self.returning(node, helper)
         self.functions.append(helper)
         return f"{helper.name}({', '.join(parameters)})"
@@ -450,7 +458,7 @@ class _Generator:
         if value_type is int or (value_type is float and math.isfinite(value)):
             text = repr(value)
             return f"({text})" if text.startswith("-") else text
-        name = f"_k{next(_constant_numbers)}"
+        name = f"_k{next(self.constant_numbers)}{self.suffix}"
         self.namespace[name] = value
         return name
 
