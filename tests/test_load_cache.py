@@ -124,7 +124,7 @@ def test_a_yaml_file_read_from_the_cache_is_the_file_read_afresh(
     for cached in (first, again):
         assert [(d.data, dict(d.places), d.index, dict(d.scalars), d.lines) for d in cached] \
             == [(d.data, dict(d.places), d.index, dict(d.scalars), d.lines) for d in afresh]
-    assert entries(directory / "parsed-yaml")
+    assert entries(directory / "parsed-yaml-marshal")
 
 
 def test_yaml_that_json_cannot_carry_is_read_afresh_every_time(directory: Path) -> None:
@@ -133,7 +133,7 @@ def test_yaml_that_json_cannot_carry_is_read_afresh_every_time(directory: Path) 
     for _ in range(2):
         (document,) = parse_yaml_text("when: 2026-12-01\n1: one\n", "dated.yaml")
         assert document.data == {"when": datetime.date(2026, 12, 1), 1: "one"}
-    assert not (directory / "parsed-yaml").exists()
+    assert not (directory / "parsed-yaml-marshal").exists()
 
 
 def test_code_from_the_cache_runs_as_compiled_code_does(directory: Path) -> None:
