@@ -50,6 +50,13 @@ class ReferenceSteps:
                                                           f"{name}-schema")
                 if rejection is not None:
                     return rejection
+        # JSON numbers as their schemas type them, as the plan does (cel.json_numbers)
+        if contract.number_typing is not None:
+            arguments = contract.number_typing(arguments)
+        if self.policies.actor_typing is not None:
+            actor = self.policies.actor_typing(actor)
+        if self.policies.session_typing is not None:
+            session = self.policies.session_typing(session)
         variables.update(args=arguments, actor=actor, now=now, tool=contract.name,
                          session=session)
         rejection = self.references(resolvers, variables, trace)
@@ -94,6 +101,8 @@ class ReferenceSteps:
                 found = validate.records_of(validate.resolve(resolver, lookup.fields, key))
             except Exception as error:
                 return validate.resolver_failed(contract, lookup, error)
+            if lookup.number_typing is not None:
+                found = [lookup.number_typing(record) for record in found]
             if lookup.visible is not None:
                 found = validate.visible_records(lookup, found, variables)
             found = validate.candidates(lookup, found, variables, self.plan.may_see)

@@ -18,6 +18,7 @@ from typing import Any
 from jsonschema.protocols import Validator
 
 from callgate_rules.cel.expression import CompiledExpression
+from callgate_rules.cel.json_numbers import Typing, number_typing
 from callgate_rules.errors import Location
 from callgate_rules.integrations.provenance import Thresholds
 from callgate_rules.taxonomy import ErrorClass, Route
@@ -97,6 +98,9 @@ def _split(text: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str
 
 
 def _compact_json(value: Any) -> str:
+    if type(value) is float and value.is_integer() and abs(value) < 2**53:
+        # a number the schema types as a double (cel.json_numbers) reads as the model wrote it
+        return str(int(value))
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
@@ -135,6 +139,11 @@ class Lookup:
     @cached_property
     def trace_subject(self) -> str:
         return f"lookup {self.name}"
+
+    @cached_property
+    def number_typing(self) -> Typing | None:
+        """How a found record's numbers are typed for CEL (``cel.json_numbers``)."""
+        return number_typing(self.record_schema)
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,12 @@ class Contract:
             *(lookup.key.variables for lookup in self.private_lookups))
 
     @cached_property
+    def number_typing(self) -> Typing | None:
+        """How the arguments' numbers are typed for CEL (``cel.json_numbers``): a
+        ``number`` is a double however the model wrote it; ``None`` when none is declared."""
+        return number_typing(self.arguments_schema)
+
+    @cached_property
     def flat_fields(self) -> frozenset[str] | None:
         """``flat_fields(arguments_schema)``, worked out once."""
         return flat_fields(self.arguments_schema)
@@ -332,6 +347,16 @@ class AccessPolicies:
 
     def rules_for(self, tool: str) -> tuple[AccessRule, ...]:
         return tuple(rule for rule in self.rules if rule.applies_to(tool))
+
+    @cached_property
+    def actor_typing(self) -> Typing | None:
+        """How the actor's numbers are typed for CEL (``cel.json_numbers``)."""
+        return number_typing(self.actor_schema)
+
+    @cached_property
+    def session_typing(self) -> Typing | None:
+        """How the session's numbers are typed for CEL (``cel.json_numbers``)."""
+        return number_typing(self.session_schema)
 
 
 @dataclass(frozen=True)

@@ -322,6 +322,13 @@ class _Writer:
                 f"{name}, {name!r}, {name + '-schema'!r})",
                 "        if rejection is not None:",
                 "            return rejection"]
+        # JSON numbers as their schemas type them (cel.json_numbers): `600` is a double where
+        # the schema says number, so `args.amount + 0.5` means the same for 600 and 600.0
+        for name, typing in (("arguments", contract.number_typing),
+                             ("actor", policies.actor_typing),
+                             ("session", policies.session_typing)):
+            if typing is not None:
+                self.lines.append(f"    {name} = {bind(f'_{name}_typing', typing)}({name})")
         self.lines += ["    variables['args'] = arguments", "    variables['actor'] = actor",
                        "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",
                        "    variables['session'] = session"]
@@ -359,6 +366,9 @@ class _Writer:
                   f"{pad}        found = _validate.records_of(found)",
                   f"{pad}except Exception as error:",
                   f"{pad}    return _validate.resolver_failed(_contract, {name}, error)"]
+        if lookup.number_typing is not None:
+            typing = bind(f"_record{index}_typing", lookup.number_typing)
+            lines.append(f"{pad}found = [{typing}(record) for record in found]")
         if lookup.visible is not None:  # records the actor may not see count as absent
             lines.append(f"{pad}found = _validate.visible_records({name}, found, variables)")
         if lookup.many == "list":
