@@ -92,11 +92,15 @@ class ContentCache:
 
         entry = _MAGIC + hashlib.sha256(content).hexdigest().encode() + b"\n" + content
         try:
-            root, folder = _cache_root(), os.path.dirname(path)
-            if root is not None:  # private to the user, as __pycache__'s trust needs
-                os.makedirs(root, mode=0o700, exist_ok=True)
-            os.makedirs(folder, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-")
+            folder = os.path.dirname(path)
+            try:  # the folders are made once; a first load writes thousands of entries
+                handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-")
+            except FileNotFoundError:
+                root = _cache_root()
+                if root is not None:  # private to the user, as __pycache__'s trust needs
+                    os.makedirs(root, mode=0o700, exist_ok=True)
+                os.makedirs(folder, exist_ok=True)
+                handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-")
             try:
                 with os.fdopen(handle, "wb") as written:
                     written.write(entry)

@@ -220,3 +220,10 @@ def test_definitions_are_in_the_key_and_marked_used_on_a_cached_load(directory: 
     changed = definitions("1000")
     assert compile_expression("args.amount > limit", changed)(ACTIVATION) is False
     assert len(entries(directory / "cel-expression")) == 2
+
+
+def test_the_directory_is_made_private_to_the_user_on_the_first_write(directory: Path) -> None:
+    assert not directory.exists()
+    compile_expression(EXPRESSIONS[0])
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert entries(directory / "cel-expression")
