@@ -19,7 +19,7 @@ from callgate_rules.cli.progress import progress
 from callgate_rules.documents.source import read_data_file
 from callgate_rules.errors import InputError
 from callgate_rules.harness.world import WorldResolvers, check_world
-from callgate_rules.integrations.decision_log import DecisionLog
+from callgate_rules.integrations.decision_log import open_decision_log
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 
@@ -174,7 +174,7 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     scenarios = load_scenarios(paths or [Path("examples/scenarios")])
     if not scenarios:
         raise InputError("no scenarios found; pass scenario files or directories")
-    log = _decision_log(decision_log_path)
+    log = open_decision_log(decision_log_path)
     try:
         with progress(len(scenarios), "simulating", output_format) as advanced:
             results = run_scenarios(scenarios, config, store_url, decision_log=log,
@@ -190,13 +190,6 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 
-def _decision_log(path: Path | None) -> DecisionLog | None:
-    if path is None:
-        return None
-    try:
-        return DecisionLog(path)
-    except OSError as error:
-        raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None
 
 
 def _print_scenarios(results: list[ScenarioResult]) -> None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from callgate_rules.errors import InputError
 from callgate_rules.taxonomy import ErrorClass, Route
 
 ARGUMENT_ERRORS = frozenset({ErrorClass.MALFORMED, ErrorClass.UNKNOWN_TOOL,
@@ -269,3 +270,14 @@ def _timestamp(line: str) -> datetime | None:
     if ts is None or ts.tzinfo is None or ts.utcoffset() is None:
         return None
     return ts
+
+
+def open_decision_log(path: str | Path | None) -> DecisionLog | None:
+    """The decision log a ``--decision-log PATH`` option names (``None`` for none), or an
+    ``InputError`` saying why the file cannot be written."""
+    if path is None:
+        return None
+    try:
+        return DecisionLog(path)
+    except OSError as error:
+        raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None

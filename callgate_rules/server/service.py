@@ -15,7 +15,7 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.documents.source import read_data_file
 from callgate_rules.errors import InputError, StoreError
 from callgate_rules.harness.world import WorldResolvers, check_world
-from callgate_rules.integrations.decision_log import DecisionLog
+from callgate_rules.integrations.decision_log import open_decision_log
 from callgate_rules.integrations.identity import TokenVerifier
 from callgate_rules.integrations.telemetry import log_decision
 from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation
@@ -68,7 +68,7 @@ class Service:
         self.metrics.watch(self.store)
         self.lookups = LookupRecords(config)
         self.resolvers = _resolvers(settings)
-        self.decision_log = _decision_log(settings.decision_log)
+        self.decision_log = open_decision_log(settings.decision_log)
         self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
                                    resolvers=RequestResolvers(self.resolvers, self.lookups),
                                    decision_log=self.decision_log,
@@ -135,11 +135,3 @@ def _resolvers(settings: ServiceSettings) -> WorldResolvers | HttpResolver | Non
     return WorldResolvers(check_world(read_data_file(world, "the world"), world))
 
 
-def _decision_log(path: str | None) -> DecisionLog | None:
-    """The library's decision log (masked as the gate masks it), appended to ``path``."""
-    if path is None:
-        return None
-    try:
-        return DecisionLog(path)
-    except OSError as error:
-        raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None

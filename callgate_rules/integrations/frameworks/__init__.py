@@ -12,7 +12,7 @@ framework's run context (pydantic-ai's ``deps``, the Agents SDK's ``context``, L
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +43,17 @@ class Turn:
     @property
     def approver(self) -> str:
         return self.confirmed_by or str(self.actor.get("id", "the user"))
+
+
+def offered_tools(config: GateConfig, tools: Iterable[str] | None) -> list[str]:
+    """The tools an adapter offers the model: ``tools`` (every contract when ``None``),
+    sorted; a name without a contract is a ``ValueError`` naming the contracts."""
+    names = sorted(tools) if tools is not None else sorted(config.contracts)
+    unknown = [name for name in names if name not in config.contracts]
+    if unknown:
+        raise ValueError(f"no contract for tool(s) {', '.join(unknown)}; the contracts "
+                         f"are: {', '.join(sorted(config.contracts))}")
+    return names
 
 
 def turn_of(context: Any) -> Turn:

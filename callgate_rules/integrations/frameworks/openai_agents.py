@@ -31,7 +31,13 @@ from agents import FunctionTool, RunConfig, RunContextWrapper, RunState, ToolApp
 from agents.run_config import ToolErrorFormatterArgs
 
 from callgate_rules.integrations.formats import openai_strict_schema, tool_result_text
-from callgate_rules.integrations.frameworks import OnDecision, Turn, proposal, turn_of
+from callgate_rules.integrations.frameworks import (
+    OnDecision,
+    Turn,
+    offered_tools,
+    proposal,
+    turn_of,
+)
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.preview import Preview
@@ -52,12 +58,7 @@ class CallgateTools:
         self.gate = gate
         self.turn = turn
         self.on_decision = on_decision
-        config = gate.gate.config
-        self.names = sorted(tools) if tools is not None else sorted(config.contracts)
-        unknown = [name for name in self.names if name not in config.contracts]
-        if unknown:
-            raise ValueError(f"no contract for tool(s) {', '.join(unknown)}; the contracts "
-                             f"are: {', '.join(sorted(config.contracts))}")
+        self.names = offered_tools(gate.gate.config, tools)
         self._previews: dict[str, Preview] = {}  # call ID → what the approver was shown
         self._approvers: dict[str, str] = {}  # call ID → who approved it
         self._answered: dict[str, list[dict[str, Any]]] = {}  # request ID → calls answered

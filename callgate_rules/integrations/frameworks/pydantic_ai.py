@@ -46,7 +46,13 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from callgate_rules.integrations.formats import openai_strict_schema, tool_result_text
-from callgate_rules.integrations.frameworks import OnDecision, Turn, proposal, turn_of
+from callgate_rules.integrations.frameworks import (
+    OnDecision,
+    Turn,
+    offered_tools,
+    proposal,
+    turn_of,
+)
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.decision import Decision
 
@@ -63,12 +69,7 @@ class CallgateToolset(AbstractToolset[Any]):
         self.gate = gate
         self.turn = turn
         self.on_decision = on_decision
-        config = gate.gate.config
-        self.names = sorted(tools) if tools is not None else sorted(config.contracts)
-        unknown = [name for name in self.names if name not in config.contracts]
-        if unknown:
-            raise ValueError(f"no contract for tool(s) {', '.join(unknown)}; the contracts "
-                             f"are: {', '.join(sorted(config.contracts))}")
+        self.names = offered_tools(gate.gate.config, tools)
         self._tokens: dict[str, str] = {}  # call ID → the token its preview was shown with
 
     @property
