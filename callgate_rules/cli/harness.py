@@ -190,8 +190,6 @@ def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
     sys.exit(0 if all(r.passed for r in results) else 1)
 
 
-
-
 def _print_scenarios(results: list[ScenarioResult]) -> None:
     width = max(len(r.name) for r in results)
     click.echo(f"{'SCENARIO':<{width}}  {'ROUTE':<18} {'ERROR CLASS':<22} WRITES  RESULT")
