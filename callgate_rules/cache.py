@@ -33,7 +33,8 @@ _MAGIC = b"callgate-cache 1\n"
 
 @cache
 def _versions() -> str:
-    """callgate's and jsonschema's versions: either changing invalidates every entry."""
+    """callgate's and jsonschema's versions and callgate's source files: any of them
+    changing invalidates every entry."""
     from importlib import metadata
 
     found = []
@@ -42,7 +43,28 @@ def _versions() -> str:
             found.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:
             found.append(f"{package} unknown")
+    found.append(f"source {source_fingerprint(os.path.dirname(os.path.abspath(__file__)))}")
     return "; ".join(found)
+
+
+def source_fingerprint(package: str) -> str:
+    """A digest of every module file under ``package`` (name, size, modification time):
+    an editable install keeps its version while its code changes, and an entry derived by
+    other code (a compiler fixed since) must not be found. About a millisecond for callgate."""
+    stats: list[str] = []
+    pending = [package]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for item in listing:
+                if item.is_dir(follow_symlinks=False):
+                    if item.name != "__pycache__":
+                        pending.append(item.path)
+                elif item.name.endswith(".py"):
+                    found = item.stat()
+                    stats.append(f"{os.path.relpath(item.path, package)} {found.st_size} "
+                                 f"{found.st_mtime_ns}")
+    return hashlib.sha256("\n".join(sorted(stats)).encode("utf-8", "surrogateescape")
+                          ).hexdigest()
 
 
 def cache_directory() -> Path | None:

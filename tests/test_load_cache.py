@@ -227,3 +227,19 @@ def test_the_directory_is_made_private_to_the_user_on_the_first_write(directory:
     compile_expression(EXPRESSIONS[0])
     assert directory.stat().st_mode & 0o777 == 0o700
     assert entries(directory / "cel-expression")
+
+
+def test_a_changed_module_of_callgate_changes_every_key(tmp_path: Path) -> None:
+    """An editable install keeps its version while its code changes: the key has the
+    package's files in it too, so code derived by a compiler since fixed is never found."""
+    package = tmp_path / "package"
+    (package / "cel").mkdir(parents=True)
+    module = package / "cel" / "codegen.py"
+    module.write_text("A = 1\n")
+    (package / "__pycache__").mkdir()
+    first = store.source_fingerprint(str(package))
+    (package / "__pycache__" / "x.pyc").write_bytes(b"not source")
+    assert store.source_fingerprint(str(package)) == first
+    module.write_text("A = 22\n")
+    assert store.source_fingerprint(str(package)) != first
+    assert store.source_fingerprint(str(Path(store.__file__).parent)) in store._versions()
