@@ -1,17 +1,7 @@
 """A content-addressed cache on disk for what loading derives from unchanged documents.
 
-An entry is named by a SHA-256 of what it was derived from (the source content, what the
-derivation depends on, callgate's version), so an entry can never be found for other
-content, and a changed document, a new callgate or a new jsonschema simply finds no entry.
-Where: ``CALLGATE_CACHE_DIR`` if set (empty: no cache at all), else ``$XDG_CACHE_HOME/
-callgate``, else ``~/.cache/callgate``.
-
-Safe to share and to delete: entries are written to a temporary file and renamed into
-place (``os.replace`` is atomic), so readers see a whole entry or none; each entry carries
-the digest of its content, so a truncated or corrupt one is ignored (and written again by
-the next load that derives it); deleting the directory only costs the next load its full
-price. A directory that cannot be written (read-only, full) is no error: the cache is then
-read only, or not used.
+How entries are named, where they live and why they are safe to share and to delete: see
+``callgate_rules.cache``, the store this module's caches are made with.
 
 What is cached: that an argument or result schema passed the JSON Schema meta-schema check
 (the dearest part of loading a contract); each YAML file as read (data and the place of
@@ -26,6 +16,7 @@ from __future__ import annotations
 
 import json
 import marshal
+from collections.abc import Callable
 from typing import Any
 
 # Re-exported: the store is part of this module's interface (tests and callers use it here).
@@ -43,17 +34,8 @@ def schema_key(schema: Any) -> str | None:
     """The entry name of ``schema``'s meta-schema check: its canonical JSON text, hashed;
     None for a schema that is not plain JSON (a key that is not a string, a value JSON does
     not have), which is then always checked afresh."""
-    pending = [schema]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            if not all(type(key) is str for key in item):
-                return None
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif not isinstance(item, _JSON_SCALARS):
-            return None
+    if not _plain_json(schema, lambda item: isinstance(item, _JSON_SCALARS)):
+        return None
     try:
         text = json.dumps(schema, sort_keys=True, ensure_ascii=False, allow_nan=False,
                           separators=(",", ":"))
@@ -106,7 +88,9 @@ def remember_documents(key: str, documents: list[Parsed]) -> None:
     PARSED_YAML.put(key, entry)
 
 
-def _plain_json(value: Any) -> bool:
+def _plain_json(value: Any, plain_scalar: Callable[[Any], bool] | None = None) -> bool:
+    """Whether ``value`` is JSON: string keys only, and scalars ``plain_scalar`` accepts
+    (by default: of exactly the types JSON reads back as they are)."""
     pending = [value]
     while pending:
         item = pending.pop()
@@ -116,7 +100,8 @@ def _plain_json(value: Any) -> bool:
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)
-        elif type(item) not in _EXACT_SCALARS:
+        elif not (type(item) in _EXACT_SCALARS if plain_scalar is None
+                  else plain_scalar(item)):
             return False
     return True
 

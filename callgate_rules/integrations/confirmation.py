@@ -19,6 +19,7 @@ from typing import Any
 
 from callgate_rules.errors import ConfirmationError
 from callgate_rules.pipeline.canonical import canonical_json
+from callgate_rules.store.base import Receipt, ReceiptStore
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,20 @@ def verify(secret: bytes, token: str, actor: Mapping[str, Any], args_hash: str,
         raise ConfirmationError(f"the confirmation token expired at "
                                 f"{claims.expires_at.isoformat()}; propose the call again")
     return claims
+
+
+def waiting_receipt(store: ReceiptStore, secret: bytes, token: str,
+                    actor: Mapping[str, Any], now: datetime) -> Receipt:
+    """The receipt a confirmation token names, once the token is verified for ``actor``
+    (operation, arguments, expiry); the token is verified before anything about the
+    receipt is said, so whoever holds another actor's token learns nothing more. Raises
+    ``ConfirmationError`` (or the store's ``StoreError``)."""
+    claims = read(token)
+    receipt = store.get(claims.operation_id)
+    if receipt is None:
+        raise ConfirmationError("no operation is waiting for this confirmation")
+    verify(secret, token, actor, receipt.args_hash, now)
+    return receipt
 
 
 def _sign(secret: bytes, payload: str, actor: Mapping[str, Any], args_hash: str) -> str:

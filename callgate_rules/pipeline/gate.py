@@ -247,12 +247,7 @@ class Gate:
         now = now or self.clock()
         router = self.plans.router
         try:
-            claims = confirmation.read(token)
-            receipt = self.store.get(claims.operation_id)
-            if receipt is None:
-                raise ConfirmationError("no operation is waiting for this confirmation")
-            # the token first: whoever holds another actor's token learns nothing more
-            confirmation.verify(self.secret, token, actor, receipt.args_hash, now)
+            receipt = confirmation.waiting_receipt(self.store, self.secret, token, actor, now)
         except ConfirmationError as error:
             return self._record(router.refused_confirmation(str(error)))
         except StoreError as error:

@@ -220,11 +220,7 @@ class HostedWrites:
         gate, router = self.gate, self.gate.plans.router
         now = gate.clock()
         try:
-            claims = confirmation.read(token)
-            receipt = gate.store.get(claims.operation_id)
-            if receipt is None:
-                raise ConfirmationError("no operation is waiting for this confirmation")
-            confirmation.verify(gate.secret, token, actor, receipt.args_hash, now)
+            receipt = confirmation.waiting_receipt(gate.store, gate.secret, token, actor, now)
         except ConfirmationError as error:
             return self._done(router.refused_confirmation(str(error)))
         except StoreError as error:
