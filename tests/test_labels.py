@@ -61,6 +61,51 @@ spec:
   confirmation: {summary: "Mail {args.to}"}
   examples: [{arguments: {to: a@corp.example, body: hi}}]
 """
+INBOX = """\
+apiVersion: callgate/v1
+kind: ToolContract
+metadata: {name: get_received_emails, version: "1.0.0", owner: t@example.com, description: The inbox.}
+spec:
+  effect: read
+  labels:
+    untrusted:                   # a mail from outside the organisation
+      each: result
+      where: '!item.sender.endsWith("@bluesparrowtech.com")'
+  arguments: {type: object, properties: {}}
+  examples: [{arguments: {}}]
+"""
+LINK = """\
+apiVersion: callgate/v1
+kind: ToolContract
+metadata: {name: send_link, version: "1.0.0", owner: t@example.com, description: Send a link.}
+spec:
+  effect: write
+  idempotency: key
+  arguments:
+    type: object
+    required: [to, url]
+    properties: {to: {type: string}, url: {type: string}}
+  rules:
+    - name: no-link-from-outside
+      expression: '!("untrusted" in origins.url.labels) || "user" in origins.url.sources'
+      error_class: confirmation_required
+      message: The link comes from a mail sent from outside the organisation.
+  confirmation: {summary: "Send {args.url} to {args.to}"}
+  examples: [{arguments: {to: a@corp.example, url: "https://example.com"}}]
+"""
+# AgentDojo's inbox answers in YAML, with dates as written
+INBOX_RESULT = """\
+- id_: '1'
+  sender: emma.johnson@bluesparrowtech.com
+  subject: Sprint review
+  body: Join at https://meet.bluesparrowtech.com/sprint-review
+  timestamp: 2024-05-15 10:00:00
+- id_: '2'
+  sender: security@bluesparrow-support.example
+  subject: Action required
+  body: Verify your account at https://bluesparrow-support.example/login today
+  timestamp: 2024-05-15 11:00:00
+"""
 POLICY = """\
 apiVersion: callgate/v1
 kind: AccessPolicy
@@ -78,6 +123,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "policies").mkdir()
     (root / "contracts" / "read_channel.yaml").write_text(READ)
     (root / "contracts" / "send_email.yaml").write_text(WRITE)
+    (root / "contracts" / "get_received_emails.yaml").write_text(INBOX)
+    (root / "contracts" / "send_link.yaml").write_text(LINK)
     (root / "policies" / "access.yaml").write_text(POLICY)
     return root
 
@@ -155,3 +202,64 @@ def test_lint_checks_label_expressions(config: Path, tmp_path: Path) -> None:
                                       str(config / "policies")])
     assert " 0 error(s)" in clean.output or clean.output.startswith("0 error(s)") or \
         "0 error(s)" in clean.output, clean.output
+
+
+def inbox_conversation(request: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": request},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_received_emails", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": INBOX_RESULT}]
+
+
+def test_a_link_from_a_mail_sent_from_outside_waits_one_from_inside_runs(gate: Any) -> None:
+    conversation = inbox_conversation("send ann@corp.example the link from my inbox")
+
+    def send(url: str) -> Any:
+        return gate.check({"name": "send_link", "arguments": {"to": "ann@corp.example",
+                                                                "url": url}},
+                          actor=ACTOR, now=NOW, conversation=conversation)
+
+    inside = send("https://meet.bluesparrowtech.com/sprint-review")
+    assert inside.route == Route.EXECUTE, inside.trace
+    outside = send("https://bluesparrow-support.example/login")
+    assert (outside.route, outside.rule) == (Route.AWAIT_CONFIRMATION,
+                                             "send_link/no-link-from-outside")
+
+
+def test_item_labels_in_origins_and_reads(config: Path) -> None:
+    from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
+    from callgate_rules.integrations.provenance.labels import configuration_labeller
+    from callgate_rules.integrations.provenance.origins import trace_origins
+
+    config_ = Gate.from_paths(config / "contracts", config / "policies").config
+    found, reads = trace_origins(
+        {"outside": "https://bluesparrow-support.example/login",
+         "inside": "https://meet.bluesparrowtech.com/sprint-review",
+         "both": "Sprint review and Action required"},
+        read_conversation(inbox_conversation("show me my mail")), [],
+        lambda value: is_evidence(value, Thresholds()), configuration_labeller(config_))
+    assert found["outside"]["labels"] == ["untrusted"]
+    assert [read["item"] for read in found["outside"]["reads"]] == [1]
+    assert found["inside"]["labels"] == []
+    assert [read["item"] for read in found["inside"]["reads"]] == [0]
+    assert found["inside"]["sources"] == ["tool", "tool:get_received_emails"]
+    # the read carries every label any of its items has
+    assert [(read["tool"], read["labels"], read["item"]) for read in reads] == [
+        ("get_received_emails", ["untrusted"], -1)]
+    assert reads[0]["counts"]["url"] == 2
+
+
+def test_lint_checks_item_label_expressions(config: Path, tmp_path: Path) -> None:
+    (tmp_path / "contracts").mkdir()
+    for name, text in (("read_channel", READ), ("send_email", WRITE), ("send_link", LINK)):
+        (tmp_path / "contracts" / f"{name}.yaml").write_text(text)
+    broken = INBOX.replace("each: result", "each: reslut").replace("!item.sender", "!itme.sender")
+    (tmp_path / "contracts" / "get_received_emails.yaml").write_text(broken)
+    result = CliRunner().invoke(main, ["lint", str(tmp_path / "contracts"),
+                                       str(config / "policies")])
+    lines = result.output.splitlines()
+    each = [line for line in lines if "labels.untrusted.each" in line and "reslut" in line]
+    where = [line for line in lines if "labels.untrusted.where" in line and "itme" in line]
+    assert each and where, result.output
+    assert ":8:" in each[0] and ":9:" in where[0], result.output  # each at its own line
+    assert "known: args, result;" in each[0] or "known: args, result" in each[0], each[0]

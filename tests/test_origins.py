@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
 from callgate_rules.integrations.provenance.origins import trace_origins
+from callgate_rules.integrations.provenance.results import Labelling
 
 THRESHOLDS = Thresholds()
 
@@ -19,8 +20,20 @@ def evidence(value: Any) -> bool:
     return is_evidence(value, THRESHOLDS)
 
 
-def labeller(tool: str, result: Any, arguments: Any) -> tuple[str, ...]:
-    return {"read_channel": ("confidential",), "get_webpage": ("untrusted",)}.get(tool, ())
+LABELS = {"read_channel": ("confidential",), "get_webpage": ("untrusted",)}
+
+
+class WholeResults:
+    """Every result of a tool labelled alike (what ``spec.labels: {NAME: "true"}`` gives)."""
+
+    def declares(self, tool: str) -> bool:
+        return tool in LABELS
+
+    def label(self, tool: str, result: Any, arguments: Any) -> Labelling:
+        return Labelling(LABELS.get(tool, ()))
+
+
+labeller = WholeResults()
 
 
 def call(call_id: str, tool: str, arguments: dict[str, Any], result: str) -> list[Any]:
@@ -42,7 +55,7 @@ def test_a_value_read_from_a_labelled_read_carries_the_label_and_the_tool() -> N
     assert found["body"]["sources"] == ["tool", "tool:read_channel"]
     assert reads == [{"kind": "tool", "tool": "read_channel", "turn": 1,
                       "labels": ["confidential"], "named_by_user": True,
-                      "counts": {"iban": 0, "url": 0, "email": 0, "date": 0, "number": 1}}]
+                      "counts": {"iban": 0, "url": 0, "email": 0, "date": 0, "number": 1}, "item": -1}]
 
 
 def test_an_echo_takes_the_origin_of_the_echoed_arguments() -> None:
@@ -114,7 +127,7 @@ def test_property_inserted_into_a_labelled_read(value: str, before: str, after: 
     messages = [{"role": "user", "content": "please do the usual"},
                 *call("c1", tool, {}, f"{before} {written} {after}")]
     found, _ = origins({"to": value, "note": f"see {value.lower()}"}, messages)
-    label = labeller(tool, None, None)[0]
+    label = LABELS[tool][0]
     assert found["to"]["labels"] == [label]
     assert f"tool:{tool}" in found["to"]["sources"]
     [part] = [p for p in found["note"]["parts"] if p["kind"] == "iban"]

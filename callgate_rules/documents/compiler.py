@@ -45,6 +45,7 @@ from callgate_rules.documents.model import (
     Lookup,
     Mode,
     OnError,
+    ResultLabel,
     Routing,
     Rule,
     Template,
@@ -381,18 +382,35 @@ class _Compiler:
             title=spec.get("title"),
             result_schema=spec.get("result"),
             labels=tuple(
-                (label, compiled) for label, text in spec.get("labels", {}).items()
-                if (compiled := self.expression(source, ("spec", "labels", label), text))
-                is not None),
+                label for name, declared in spec.get("labels", {}).items()
+                if (label := self._result_label(source, name, declared)) is not None),
         )
+
+    def _result_label(self, source: SourceDocument, name: str,
+                      declared: str | Mapping[str, str]) -> ResultLabel | None:
+        """One of ``spec.labels``: a CEL text (the whole result) or ``{each, where}``."""
+        path: NodePath = ("spec", "labels", name)
+        if isinstance(declared, str):
+            whole = self.expression(source, path, declared)
+            return None if whole is None else ResultLabel(name, whole=whole)
+        each = self.expression(source, (*path, "each"), declared["each"])
+        where = self.expression(source, (*path, "where"), declared["where"])
+        if each is None or where is None:
+            return None
+        return ResultLabel(name, each=each, where=where)
 
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
         key = self.expression(source, (*path, "key"), item["key"])
         when = self.expression(source, (*path, "when"), item["when"]) if "when" in item else None
         visible = self.expression(source, (*path, "visible"), item["visible"]) \
             if "visible" in item else None
+        labels = tuple(
+            (label, compiled) for label, text in item.get("labels", {}).items()
+            if (compiled := self.expression(source, (*path, "labels", label), text))
+            is not None)
         if key is None or ("when" in item and when is None) or \
-                ("visible" in item and visible is None):
+                ("visible" in item and visible is None) or \
+                len(labels) < len(item.get("labels", {})):
             return None
         return Lookup(
             name=item["name"],
@@ -406,6 +424,7 @@ class _Compiler:
             record_schema=item.get("schema"),
             message=Template.of(item["message"]) if "message" in item else None,
             location=source.locate(path),
+            labels=labels,
         )
 
     def _rule(

@@ -135,6 +135,9 @@ class Lookup:
     record_schema: Mapping[str, Any] | None
     message: Template | None
     location: Location
+    # labels: label → CEL over ``record``, ``args`` and ``actor``, true where a found record
+    # carries it; a value of the call equal to one of its leaves (or the key) carries it
+    labels: tuple[tuple[str, CompiledExpression], ...] = ()
 
     @cached_property
     def trace_subject(self) -> str:
@@ -144,6 +147,19 @@ class Lookup:
     def number_typing(self) -> Typing | None:
         """How a found record's numbers are typed for CEL (``cel.json_numbers``)."""
         return number_typing(self.record_schema)
+
+
+@dataclass(frozen=True)
+class ResultLabel:
+    """One label of a read's results (``spec.labels``): on the whole result when ``whole``
+    holds (CEL over ``result`` and ``args``), or on each item ``each`` yields (a list, or a
+    map's values) for which ``where`` holds (CEL over ``item``, ``result`` and ``args``).
+    See ``integrations.provenance.labels`` for what a label means where it fails."""
+
+    name: str
+    whole: CompiledExpression | None = None
+    each: CompiledExpression | None = None
+    where: CompiledExpression | None = None
 
 
 @dataclass(frozen=True)
@@ -240,9 +256,9 @@ class Contract:
     reconcile_argument: str = "operation_id"
     title: str | None = None  # spec.title: what people call the tool
     result_schema: Mapping[str, Any] | None = None  # spec.result: the result's JSON Schema
-    # spec.labels: label → CEL over ``result`` and ``args``, true where this read's result
-    # carries the label (``confidential``, ``untrusted``); see provenance.origins
-    labels: tuple[tuple[str, CompiledExpression], ...] = ()
+    # spec.labels: what this read's results carry (``confidential``, ``untrusted``), on the
+    # whole result or per item; see ResultLabel and provenance.labels
+    labels: tuple[ResultLabel, ...] = ()
 
     # cached: read on every decision, and a property costs a call each time
     @cached_property

@@ -53,9 +53,10 @@ def contract_expressions(compilation: Compilation, contract: Contract
 
     def place(label: str, expression: CompiledExpression, path: NodePath, *,
               more: frozenset[str] = frozenset(), condition: bool = True,
-              record: Lookup | None = None) -> ExpressionPlace:
-        return ExpressionPlace(contract.name, label, expression, frozenset(known | more),
-                               source, path, condition, record)
+              record: Lookup | None = None, only: bool = False) -> ExpressionPlace:
+        allowed = more if only else frozenset(known | more)  # only: just ``more`` there
+        return ExpressionPlace(contract.name, label, expression, allowed, source, path,
+                               condition, record)
 
     for lookup in contract.lookups:
         at = lookups.get(lookup.location, ())
@@ -65,6 +66,10 @@ def contract_expressions(compilation: Compilation, contract: Contract
         if lookup.visible is not None:  # over each found record, before it is bound
             yield place(f"lookups.{lookup.name}.visible", lookup.visible, (*at, "visible"),
                         more=frozenset({"record"}), record=lookup)
+        for name, expression in lookup.labels:  # over each found record it may see
+            yield place(f"lookups.{lookup.name}.labels.{name}", expression,
+                        (*at, "labels", name), more=frozenset({"record", "args", "actor"}),
+                        record=lookup, only=True)
         known.add(lookup.name)
     for rule in contract.rules:
         yield place(f"rules.{rule.name}", rule.expression,
@@ -72,9 +77,17 @@ def contract_expressions(compilation: Compilation, contract: Contract
     if contract.verify is not None:
         yield place("verify", contract.verify, ("spec", "verify", "expression"),
                     more=frozenset({"result"}))
-    for label, expression in contract.labels:  # over each result of this read
-        yield place(f"labels.{label}", expression, ("spec", "labels", label),
-                    more=frozenset({"result"}))
+    for label in contract.labels:  # over each result of this read, or each of its items
+        written: NodePath = ("spec", "labels", label.name)
+        over = frozenset({"result", "args"})  # all a label expression is given
+        if label.whole is not None:
+            yield place(f"labels.{label.name}", label.whole, written, more=over, only=True)
+        if label.each is not None:
+            yield place(f"labels.{label.name}.each", label.each, (*written, "each"),
+                        more=over, condition=False, only=True)
+        if label.where is not None:
+            yield place(f"labels.{label.name}.where", label.where, (*written, "where"),
+                        more=over | {"item"}, only=True)
     if contract.reconcile_match is not None:
         yield place("reconcile.match", contract.reconcile_match, ("spec", "reconcile", "match"),
                     more=frozenset({"found"}))

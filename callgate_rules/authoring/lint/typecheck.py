@@ -5,7 +5,8 @@ and ``session`` from the AccessPolicy's schemas, each look-up's variable from it
 ``schema`` (a list of them for ``many: list``), ``record`` in a look-up's ``visible`` likewise,
 ``provenance`` mirrors the arguments (each argument's sources, a list of strings), ``now`` is
 a timestamp, ``tool`` a string; ``result`` (verify) is typed by the contract's
-``spec.result``; ``found`` (reconcile.match) and anything without a schema are ``dyn``.
+``spec.result``; ``found`` (reconcile.match), ``item`` (a label's ``where``) and anything
+without a schema are ``dyn``.
 The checker is ``cel.checker``; this module finds the places and says the findings at
 file:line:col, the expression's place in the YAML plus the offset inside it.
 """
@@ -119,6 +120,7 @@ def variable_types(compilation: Compilation, contract: Contract) -> dict[str, t.
         "result": t.DYN if contract.result_schema is None else t.from_schema(
             contract.result_schema),
         "found": t.DYN,
+        "item": t.DYN,  # one item of a read's result (spec.labels.NAME.where)
     }
     for lookup in contract.lookups:
         record = record_type(lookup)

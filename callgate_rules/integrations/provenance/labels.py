@@ -1,18 +1,27 @@
 """Labels a configuration gives the results of its reads (a contract's ``spec.labels``).
 
-A contract of a read declares, per label, a CEL expression over ``result`` (the tool's
-result as the conversation holds it: parsed JSON, else its text) and ``args`` (the
-arguments of the model's call that produced it)::
+A contract of a read declares, per label, either a CEL expression over ``result`` (the
+tool's result as the conversation holds it: parsed JSON or YAML, else its text; see
+``results``) and ``args`` (the arguments of the model's call that produced it), for the
+whole result, or an item form::
 
     labels:                                  # excerpt of a ToolContract spec
-      confidential: "true"                   # every result of this read
-      untrusted: 'args.file_path.startsWith("downloads/")'
+      confidential: 'args.channel.startsWith("private")'     # the whole result
+      untrusted:                                             # each item
+        each: result                         # a list, or a map (its values)
+        where: '!item.sender.endsWith("@bluesparrowtech.com")'
 
-``labeller_of`` turns those into the function ``origins`` asks of every tool result in the
-conversation. A label whose expression fails on a result (a field the result lacks, a text
-where JSON was expected) is *given*: a label marks caution, and a result that cannot be
-read is no reason to drop it. A label is evidence of where a value appeared, never proof
-of where it flowed.
+A value that appears inside an item for which ``where`` holds carries the label; a value
+only in other items, or outside the items, does not. The read itself carries every label
+any of its items has. ``labeller_of`` turns those into the ``Labeller`` ``origins`` asks of
+every tool result in the conversation.
+
+Where an expression fails, the label is *given*: a whole-result expression that fails on
+a result (a field the result lacks, a text where JSON was expected) gives it to the
+result, a ``where`` that fails on an item to that item, an ``each`` that fails or yields
+neither a list nor a map to the whole result. A label marks caution, and a result that
+cannot be read is no reason to drop it. A label is evidence of where a value appeared,
+never proof of where it flowed.
 """
 
 from __future__ import annotations
@@ -22,38 +31,97 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from callgate_rules.cel.errors import CelEvaluationError
-from callgate_rules.integrations.provenance.origins import Labeller, no_labels
+from callgate_rules.integrations.provenance.results import (
+    NO_LABELLING,
+    Labeller,
+    Labelling,
+    no_labels,
+)
 
 
 class _Expression(Protocol):
     def evaluate(self, variables: Mapping[str, Any]) -> Any: ...
 
 
+class _Label(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def whole(self) -> _Expression | None: ...
+    @property
+    def each(self) -> _Expression | None: ...
+    @property
+    def where(self) -> _Expression | None: ...
+
+
 class _Labelled(Protocol):
     @property
-    def labels(self) -> Sequence[tuple[str, _Expression]]: ...
+    def labels(self) -> Sequence[_Label]: ...
+
+
+_FAILURES = (CelEvaluationError, TypeError, ValueError, KeyError, AttributeError,
+             RecursionError)
+
+
+def _holds(expression: _Expression, variables: Mapping[str, Any]) -> bool:
+    """Whether a label expression holds; one that cannot be evaluated gives the label."""
+    try:
+        return expression.evaluate(variables) is not False
+    except _FAILURES:
+        return True
+
+
+def _items(expression: _Expression, variables: Mapping[str, Any]) -> list[Any] | None:
+    """What ``each`` yields: a list, or a map's values; ``None`` for anything else."""
+    try:
+        found = expression.evaluate(variables)
+    except _FAILURES:
+        return None
+    if isinstance(found, Mapping):
+        return list(found.values())
+    return list(found) if isinstance(found, list | tuple) else None
+
+
+class ContractLabels:
+    """The labels of each read's results, from the contracts that declare any."""
+
+    def __init__(self, declared: Mapping[str, tuple[_Label, ...]]) -> None:
+        self.declared = declared
+
+    def declares(self, tool: str) -> bool:
+        return tool in self.declared
+
+    def label(self, tool: str, result: Any, arguments: Any) -> Labelling:
+        labels = self.declared.get(tool)
+        if not labels:
+            return NO_LABELLING
+        whole: list[str] = []
+        items: dict[int, tuple[Any, list[str]]] = {}  # by identity, in the order found
+        variables = {"result": result, "args": arguments}
+        for label in labels:
+            if label.whole is not None:
+                if _holds(label.whole, variables):
+                    whole.append(label.name)
+                continue
+            assert label.each is not None and label.where is not None
+            found = _items(label.each, variables)
+            if found is None:
+                whole.append(label.name)  # no items to tell apart: caution, on all of it
+                continue
+            for item in found:
+                _, given = items.setdefault(id(item), (item, []))
+                if label.name not in given and _holds(
+                        label.where, {"item": item, "result": result, "args": arguments}):
+                    given.append(label.name)
+        return Labelling(tuple(whole), tuple(item for item, _ in items.values()),
+                         tuple(tuple(given) for _, given in items.values()))
 
 
 def labeller_of(contracts: Mapping[str, _Labelled]) -> Labeller:
     """The labels of each read's results, from the contracts that declare any."""
     declared = {name: tuple(contract.labels) for name, contract in contracts.items()
                 if contract.labels}
-    if not declared:
-        return no_labels
-
-    def labels(tool: str, result: Any, arguments: Any) -> tuple[str, ...]:
-        given = []
-        for label, expression in declared.get(tool, ()):
-            try:
-                holds = expression.evaluate({"result": result, "args": arguments})
-            except (CelEvaluationError, TypeError, ValueError, KeyError, AttributeError,
-                    RecursionError):
-                holds = True  # cannot be read: the label stays (see the module docstring)
-            if holds is not False:
-                given.append(label)
-        return tuple(given)
-
-    return labels
+    return ContractLabels(declared) if declared else no_labels
 
 
 # by the configuration's id, with a weak reference that tells a reused id from its owner

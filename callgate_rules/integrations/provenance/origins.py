@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -47,6 +47,13 @@ from callgate_rules.integrations.provenance.conversation import (
 )
 from callgate_rules.integrations.provenance.matching import ConversationIndex, fold, squash
 from callgate_rules.integrations.provenance.numbers import as_decimal, numbers_in
+from callgate_rules.integrations.provenance.results import (
+    NO_LABELLING,
+    Labeller,
+    item_texts,
+    no_labels,
+    parsed_result,
+)
 from callgate_rules.integrations.provenance.text_values import (
     DATE,
     NAME,
@@ -56,13 +63,11 @@ from callgate_rules.integrations.provenance.text_values import (
     parts_of,
 )
 
-Labeller = Callable[[str, Any, Any], tuple[str, ...]]  # (tool, result, arguments) → labels
+__all__ = ["Evidence", "Labeller", "Read", "ReadsIndex", "no_labels", "origin_of",
+           "reads_index", "trace_origins", "unknown"]
+
 Evidence = Callable[[Any], bool]
 _ORDER = {USER: 0, "system": 1, RECORD: 2, TOOL: 3}
-
-
-def no_labels(tool: str, result: Any, arguments: Any) -> tuple[str, ...]:
-    return ()
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,16 @@ class Read:
     # distinct values of each kind written in it (``iban``, ``url``, ``email``, ``date``,
     # ``number``): one IBAN beside another in a bill is not the bill's IBAN for certain
     counts: tuple[tuple[str, int], ...] = ()
+    # which item of its result this piece is (spec.labels' item form); -1: the whole
+    # result, or what lies outside its items
+    item: int = -1
 
     def as_variable(self) -> dict[str, Any]:
         counts = dict.fromkeys(_COUNTED, 0)
         counts.update(self.counts)
         return {"kind": self.kind, "tool": self.tool or "", "turn": self.turn,
                 "labels": list(self.labels), "named_by_user": self.named_by_user,
-                "counts": counts}
+                "counts": counts, "item": self.item}
 
 
 _COUNTED = ("iban", "url", "email", "date", "number")
@@ -111,12 +119,59 @@ def _leaves(value: Any) -> Iterable[Any]:
             yield item
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A piece of the conversation as origins indexes it: a message, a tool result, or one
+    item of a tool result whose labels are per item (``spec.labels``' item form)."""
+
+    segment: Segment  # with the piece's own text
+    result: int  # the tool result it is (part of), numbered in order; -1: not a tool result
+    labels: tuple[str, ...]
+    item: int = -1
+
+
+def _pieces(segments: Sequence[Segment], labeller: Labeller) -> list[_Piece]:
+    """Each tool result with its labels, split into its items where labels are per item:
+    the text outside the items first (the whole result's labels), then one per item (the
+    whole result's labels, its own and those of the items it lies inside)."""
+    pieces: list[_Piece] = []
+    results = 0
+    for segment in segments:
+        if segment.kind != TOOL:
+            pieces.append(_Piece(segment, -1, ()))
+            continue
+        results += 1
+        labelling, parsed = NO_LABELLING, None
+        if labeller.declares(segment.tool or ""):
+            parsed = parsed_result(segment.text)
+            labelling = labeller.label(segment.tool or "", parsed,
+                                       _json_or_text(segment.arguments))
+        if not labelling.items:
+            pieces.append(_Piece(segment, results - 1, labelling.labels))
+            continue
+        split = item_texts(parsed, labelling.items)
+        pieces.append(_Piece(replace(segment, text=split.outside), results - 1,
+                             labelling.labels))
+        for item, text in enumerate(split.items):
+            labels = list(labelling.labels)
+            at = item
+            while at >= 0:  # its own labels, then those of the items it lies inside
+                labels.extend(label for label in labelling.item_labels[at]
+                              if label not in labels)
+                at = split.parents[at]
+            pieces.append(_Piece(replace(segment, text=text), results - 1, tuple(labels),
+                                 item))
+    return pieces
+
+
 class ReadsIndex:
-    """A conversation indexed per piece, with each piece's parts, labels and echoes."""
+    """A conversation indexed per piece (``_Piece``), with each piece's parts, labels and
+    echoes; ``results`` is every tool result whole, with every label of its pieces."""
 
     def __init__(self, conversation: Conversation, labeller: Labeller,
                  evidence: Evidence) -> None:
-        segments = conversation.segments
+        pieces = _pieces(conversation.segments, labeller)
+        segments = tuple(piece.segment for piece in pieces)
         self.segments = segments
         self.last_turn = max((s.turn for s in segments if s.kind == USER), default=0)
         # one group per piece: places_of_text answers every piece that holds a value
@@ -126,39 +181,47 @@ class ReadsIndex:
             [Segment(USER, s.text, str(i)) for i, s in enumerate(segments) if s.kind == USER]))
         self.user_positions = [i for i, s in enumerate(segments) if s.kind == USER]
         self.parts: dict[str, list[int]] = {}
-        counts: list[tuple[tuple[str, int], ...]] = []
+        distinct = self._read_parts(segments)
+        self.user_words = _words_of(s.text for s in segments if s.kind == USER)
+        self.echo_texts: dict[int, tuple[str, set[str], set[Decimal]]] = {}
+        named: dict[int, bool] = {}  # by tool result: its pieces share the call
+        for position, piece in enumerate(pieces):
+            if piece.result >= 0 and piece.result not in named:
+                named[piece.result] = self._named_by_user(
+                    _json_or_text(piece.segment.arguments), position, evidence)
+                self._remember_echo(position, piece.segment.arguments)
+            elif piece.result >= 0 and position - 1 in self.echo_texts:
+                self.echo_texts[position] = self.echo_texts[position - 1]
+        self.reads = [Read(position, piece.segment.kind, piece.segment.tool, piece.segment.turn,
+                           piece.labels, named.get(piece.result, False),
+                           _counted(distinct[position]), piece.item)
+                      for position, piece in enumerate(pieces)]
+        self.results = _whole_results(pieces, self.reads, distinct)
+
+    def _read_parts(self, segments: Sequence[Segment]) -> list[dict[str, set[str]]]:
+        """Index every piece's parts; the distinct values of each counted kind per piece."""
+        distinct: list[dict[str, set[str]]] = []
         read_before: dict[str, tuple[TextPart, ...]] = {}
         for position, segment in enumerate(segments):
-            distinct: dict[str, set[str]] = {}
+            found: dict[str, set[str]] = {}
             if segment.text not in read_before:  # a text repeated is read once
                 read_before[segment.text] = parts_of(segment.text)
             for part in read_before[segment.text]:
                 if part.kind in _COUNTED:
-                    distinct.setdefault(part.kind, set()).add(part.canonical[0])
+                    found.setdefault(part.kind, set()).add(part.canonical[0])
                 for key in part.canonical:
                     places = self.parts.setdefault(key, [])
                     if not places or places[-1] != position:
                         places.append(position)
-            counts.append(tuple((kind, len(values)) for kind, values in distinct.items()))
-        self.user_words = _words_of(s.text for s in segments if s.kind == USER)
-        self.echo_texts: dict[int, tuple[str, set[str], set[Decimal]]] = {}
-        reads = []
-        for position, segment in enumerate(segments):
-            labels: tuple[str, ...] = ()
-            named = False
-            if segment.kind == TOOL:
-                arguments = _json_or_text(segment.arguments)
-                labels = labeller(segment.tool or "", _json_or_text(segment.text), arguments)
-                named = self._named_by_user(arguments, position, evidence)
-                if segment.arguments:
-                    folded = fold(segment.arguments)
-                    self.echo_texts[position] = (
-                        squash(segment.arguments),
-                        {key for part in parts_of(segment.arguments) for key in part.canonical},
-                        numbers_in(folded))
-            reads.append(Read(position, segment.kind, segment.tool, segment.turn, labels,
-                              named, counts[position]))
-        self.reads = reads
+            distinct.append(found)
+        return distinct
+
+    def _remember_echo(self, position: int, arguments: str | None) -> None:
+        if arguments:
+            self.echo_texts[position] = (
+                squash(arguments),
+                {key for part in parts_of(arguments) for key in part.canonical},
+                numbers_in(fold(arguments)))
 
     def _named_by_user(self, arguments: Any, position: int, evidence: Evidence) -> bool:
         distinctive = [leaf for leaf in _leaves(arguments) if evidence(leaf)]
@@ -208,6 +271,32 @@ class ReadsIndex:
                         and bool(months & self.user_words))
         tokens = _tokens(value)
         return len(tokens) >= 2 and all(token in self.user_words for token in tokens)
+
+
+def _counted(distinct: Mapping[str, set[str]]) -> tuple[tuple[str, int], ...]:
+    return tuple((kind, len(values)) for kind, values in distinct.items())
+
+
+def _whole_results(pieces: Sequence[_Piece], reads: Sequence[Read],
+                   distinct: Sequence[Mapping[str, set[str]]]) -> list[Read]:
+    """Each tool result whole (the ``reads`` variable): every label any of its pieces has,
+    and the distinct values counted over all of them."""
+    results: list[Read] = []
+    merged: dict[str, set[str]] = {}
+    for position, piece in enumerate(pieces):
+        if piece.result < 0:
+            continue
+        read = reads[position]
+        if piece.result == len(results):  # its first piece
+            merged = {}
+            results.append(replace(read, item=-1))
+        first = results[-1]
+        for kind, values in distinct[position].items():
+            merged.setdefault(kind, set()).update(values)
+        labels = first.labels + tuple(label for label in read.labels
+                                      if label not in first.labels)
+        results[-1] = replace(first, labels=labels, counts=_counted(merged))
+    return results
 
 
 def _tokens(text: str) -> list[str]:
@@ -348,7 +437,7 @@ def trace_origins(arguments: Any, conversation: Conversation,
             return [shaped(member) for member in value]
         return origin_of(value, index, evidence, record_keys)
 
-    reads = [read.as_variable() for read in index.reads if read.kind == TOOL]
+    reads = [read.as_variable() for read in index.results]
     return shaped(arguments), reads
 
 
