@@ -34,7 +34,7 @@ from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.canonical import arguments_hash, operation_id
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
 from callgate_rules.pipeline.execute import Executor, Finder
-from callgate_rules.pipeline.history import entry_of, kept_result, variable
+from callgate_rules.pipeline.history import entry_of, kept_result
 from callgate_rules.pipeline.machine import (
     Retries,
     Sleep,
@@ -47,10 +47,11 @@ from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.preview import Preview, previewed
 from callgate_rules.pipeline.record import draft
-from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
+from callgate_rules.pipeline.route import Ending, Progress, Run, counted, goes_on
+from callgate_rules.pipeline.runs import RunHold, history_of
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.store import open_store
-from callgate_rules.store.base import NewOperation, ReceiptState, ReceiptStore
+from callgate_rules.store.base import NewOperation, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.store.history import HistoryEntry, MemoryHistory, RunHistory
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -59,6 +60,9 @@ Clock = Callable[[], datetime]
 STORE_DOWN = "the receipt store is unavailable right now; nothing was executed, try again shortly"
 # How far back a run's ``history`` reaches by default (``Gate(history_retention=...)``).
 HISTORY_RETENTION = timedelta(days=1)
+# How long a proposal waits for its run's lease, held by another decision of the same run
+# (``Gate(run_lease_wait=...)``), before it is ``transient``.
+RUN_LEASE_WAIT = timedelta(seconds=10)
 
 
 def utc_now() -> datetime:
@@ -83,6 +87,7 @@ class Gate:
         secret: bytes | None = None,
         worker: str | None = None,
         history_retention: timedelta = HISTORY_RETENTION,
+        run_lease_wait: timedelta = RUN_LEASE_WAIT,
     ) -> None:
         self.config = config
         self.resolvers: Mapping[str, Resolver] = resolvers if resolvers is not None else {}
@@ -105,6 +110,7 @@ class Gate:
         self._counters_lock = threading.Lock()
         self._plans_of_config = Plans(config)
         self.history_retention = history_retention
+        self.run_lease_wait = run_lease_wait
         # where histories are kept, for the store it was worked out for (an isinstance of a
         # protocol costs as much as a small decision: asked once per store, not per call)
         self._histories: tuple[object, RunHistory] | None = None
@@ -180,7 +186,8 @@ class Gate:
     def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
                request_id: str | None, session: Mapping[str, Any] | None = None,
                conversation: Any = None, run: Run | None = None,
-               history: Sequence[HistoryEntry] | None = None) -> tuple[Decision, Progress]:
+               history: Sequence[HistoryEntry] | None = None,
+               hold: RunHold | None = None) -> tuple[Decision, Progress]:
         plans, limits = self.plans, self.config.routing.input_limits
         progress = Progress(time.perf_counter(), dict(session) if session else {},
                             read_conversation(conversation, sealer=self.sealer)
@@ -195,7 +202,8 @@ class Gate:
                 or plans.tool(call.contract)
             trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
             if plan.reads_history:  # the run so far, for the rules that read it
-                progress.variables["history"] = self._history(call.contract, run, history, now)
+                progress.variables["history"] = history_of(self, call.contract, run, history,
+                                                           now, hold)
             outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
                 call.arguments, actor, progress.session, now, self.resolvers,
                 progress.conversation, progress.variables, trace, progress.shadow)
@@ -219,23 +227,26 @@ class Gate:
         it; a host that keeps the history itself passes ``history`` and records nothing
         here (``pipeline.history.entry_of`` makes the entry)."""
         now = now or self.clock()
+        # a named run may be served by other instances: hold its lease (runs.RunHold)
+        hold = RunHold(self, run.run_id if run is not None and history is None else None)
         run = run or Run(started_at=now)
-        decision, progress = self._check(model_output, actor, now, request_id, session,
-                                         conversation, run, history)  # 1–4
-        limit = run.admit(decision, self.config.routing.budgets, now)
-        if limit is not None:  # 7 ROUTE: a run limit reached takes the limit path
-            decision = self.plans.router.limit_path(decision, limit, actor,
-                                                    lambda: self.store, self.clock())
-        elif goes_on(decision):  # 5 EXECUTE, 6 RECONCILE, 7 ROUTE
-            decision = self._execute(decision, progress, actor, request_id)
-        run.ended(decision)
-        if history is None and progress.contract is not None and self.plans.records_history:
-            try:
-                self.histories.record_history(entry_of(decision, progress.contract,
-                                                       run.run_id, request_id, now))
-            except StoreError:  # the call has ended; the next one's read of it fails closed
-                with self._counters_lock:
-                    self.counters["history_not_recorded"] += 1
+        with hold:
+            decision, progress = self._check(model_output, actor, now, request_id, session,
+                                             conversation, run, history, hold)  # 1–4
+            limit = run.admit(decision, self.config.routing.budgets, now)
+            if limit is not None:  # 7 ROUTE: a run limit reached takes the limit path
+                decision = self.plans.router.limit_path(decision, limit, actor,
+                                                        lambda: self.store, self.clock())
+            elif goes_on(decision):  # 5 EXECUTE, 6 RECONCILE, 7 ROUTE
+                decision = self._execute(decision, progress, actor, request_id)
+            run.ended(decision)
+            if history is None and progress.contract is not None \
+                    and self.plans.records_history:
+                try:
+                    self.histories.record_history(entry_of(decision, progress.contract,
+                                                           run.run_id, request_id, now))
+                except StoreError:  # the call has ended; the next read of it fails closed
+                    self.count("history_not_recorded")
         return self._record(decision)
 
     def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
@@ -256,12 +267,24 @@ class Gate:
             return self._record(router.already_confirmed(receipt))
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:  # used: its write ran or runs
             return self._record(router.used_confirmation(receipt))
-        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
         run_id = self.histories.run_of(receipt.operation_id) \
             if self.plans.records_history else None
+        # Rules over the run are decided again, holding its lease until the write's entry
+        # says it ran, as ``handle`` holds it.
+        with RunHold(self, run_id) as hold:
+            return self._confirmed(receipt, actor, confirmed_by, now, session, run_id, hold)
+
+    def _confirmed(self, receipt: Receipt, actor: Mapping[str, Any], confirmed_by: str,
+                   now: datetime, session: Mapping[str, Any] | None, run_id: str | None,
+                   hold: RunHold) -> Decision:
+        """``confirm`` once the token named a waiting receipt: checked again, claimed, run."""
+        router = self.plans.router
+        call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
         decision, progress = self._check(call, actor, now, receipt.request_id, session,
-                                         run=None if run_id is None else
-                                         Run(started_at=now, run_id=run_id))
+                                         None, None if run_id is None else
+                                         Run(started_at=now, run_id=run_id), None, hold)
+        if decision.error_class == ErrorClass.TRANSIENT:  # the run's history or lease: later
+            return self._record(decision)
         if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:  # rights or rules changed
             return self._record(router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
@@ -283,20 +306,6 @@ class Gate:
             self.histories.mark_executed(receipt.operation_id, at=now, route=str(ending.route),
                                          result=kept_result(machine.contract, ending.result))
         return self._record(router.ended(decision, progress, ending, receipt.operation_id))
-
-    def _history(self, contract: Contract, run: Run | None,
-                 history: Sequence[HistoryEntry] | None, now: datetime) -> list[Any]:
-        """``history``: the host's, else the run's from the store (empty for a new run)."""
-        if history is None:
-            if run is None:
-                return []
-            try:
-                history = self.histories.run_history(run.run_id,
-                                                     since=now - self.history_retention)
-            except StoreError as error:  # rules over the run must not decide on a guess
-                raise Rejection(ErrorClass.TRANSIENT, f"the run history: {error}",
-                                contract=contract) from None
-        return variable(history)
 
     def _execute(self, decision: Decision, progress: Progress, actor: Mapping[str, Any],
                  request_id: str) -> Decision:
@@ -391,7 +400,7 @@ class Gate:
         """Count the decision and write its log line."""
         self._sealed(decision)
         with self._counters_lock:
-            decision_log.count(self.counters, decision.log)
+            decision_log.count(self.counters, counted(decision))  # the log: when read
         if self.decision_log is not None:
             self.decision_log.write(decision.log)
         return decision

@@ -10,6 +10,16 @@ ends, and changed once more at most: when a write held for a person's confirmati
 Reads are bounded twice: only entries newer than ``since`` (the gate's retention), and only
 the newest ``limit`` of them. ``purge_history`` deletes what is older than the retention.
 Time always comes from the caller, as for receipts.
+
+**Run leases** (``take_run_lease``, ``release_run_lease``) make one run's decisions atomic
+across instances: a gate that decides a call whose rules read ``history`` first takes the
+run's lease (a row of ``callgate_run_leases``: run ID, holder, expiry; the stores'
+migration 3), reads the history, decides, executes, writes the entry, and only then
+releases it. Taking it is one
+statement, ``INSERT ... ON CONFLICT (run_id) DO UPDATE ... WHERE expires_at <= now``: the
+primary key decides between two instances, and a lease whose holder died is taken over once
+it has expired. ``pipeline.runs.RunHold`` waits for a lease held elsewhere, with backoff and
+a bound.
 """
 
 from __future__ import annotations
@@ -71,6 +81,18 @@ class RunHistory(Protocol):
 
     def purge_history(self, *, older_than: datetime) -> int: ...
 
+    # A run's lease (``pipeline.runs.RunHold``): one history-reading decision at a time.
+
+    def take_run_lease(self, run_id: str, *, holder: str, expires_at: datetime,
+                       now: datetime) -> bool:
+        """Take ``run_id``'s lease for ``holder`` until ``expires_at``: ``True`` when no
+        one holds it or its holder's lease expired before ``now``, else ``False``."""
+        ...
+
+    def release_run_lease(self, run_id: str, *, holder: str) -> bool:
+        """Give the lease back, if ``holder`` still holds it; whether it did."""
+        ...
+
 
 class MemoryHistory:
     """Run histories in this process: ``MemoryStore``'s, and the gate's own when its store
@@ -82,6 +104,24 @@ class MemoryHistory:
         # by run: each entry without its arguments and result, and those two as JSON
         self._runs: dict[str, list[tuple[HistoryEntry, str, str | None]]] = {}
         self._run_of_operation: dict[str, str] = {}
+        self._leases: dict[str, tuple[str, datetime]] = {}  # run ID: holder, expiry
+
+    def take_run_lease(self, run_id: str, *, holder: str, expires_at: datetime,
+                       now: datetime) -> bool:
+        with self._history_lock:
+            held = self._leases.get(run_id)
+            if held is not None and held[1] > as_utc(now):
+                return False
+            self._leases[run_id] = (holder, as_utc(expires_at))
+            return True
+
+    def release_run_lease(self, run_id: str, *, holder: str) -> bool:
+        with self._history_lock:
+            held = self._leases.get(run_id)
+            if held is None or held[0] != holder:
+                return False
+            del self._leases[run_id]
+            return True
 
     def record_history(self, entry: HistoryEntry) -> None:
         kept = (replace(entry, at=as_utc(entry.at), arguments={}, result=None),
@@ -167,6 +207,17 @@ RUN_OF = """
     SELECT run_id FROM callgate_run_history WHERE operation_id = {operation_id} LIMIT 1
 """
 PURGE_HISTORY = "DELETE FROM callgate_run_history WHERE at < {cutoff}"
+# One statement: the primary key decides between two takers, the WHERE lets a taker past a
+# lease only once it has expired (its holder died, or overran it).
+TAKE_RUN_LEASE = """
+    INSERT INTO callgate_run_leases (run_id, holder, expires_at)
+    VALUES ({run_id}, {holder}, {expires_at})
+    ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+    WHERE callgate_run_leases.expires_at <= {now}
+"""
+RELEASE_RUN_LEASE = """
+    DELETE FROM callgate_run_leases WHERE run_id = {run_id} AND holder = {holder}
+"""
 
 # The table, as each dialect's migration 2 creates it.
 SQLITE_TABLE = [
@@ -217,6 +268,28 @@ POSTGRES_TABLE = [
 ]
 
 
+# The leases, as each dialect's migration 3 creates them. A row lives while its lease is
+# held: released leases are deleted, an expired one is overwritten by the next taker.
+SQLITE_LEASES = [
+    """
+    CREATE TABLE callgate_run_leases (
+        run_id     TEXT PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+    )
+    """,
+]
+POSTGRES_LEASES = [
+    """
+    CREATE TABLE callgate_run_leases (
+        run_id     text PRIMARY KEY,
+        holder     text NOT NULL,
+        expires_at timestamptz NOT NULL
+    )
+    """,
+]
+
+
 @dataclass(frozen=True)
 class HistoryStatements:
     """The run-history statements in one dialect, rendered once per store class."""
@@ -226,9 +299,12 @@ class HistoryStatements:
     mark_executed: Query
     run_of: Query
     purge: Query
+    take_lease: Query
+    release_lease: Query
 
     @classmethod
     def of(cls, dialect: Dialect) -> HistoryStatements:
         return cls(render(INSERT_HISTORY, dialect), render(SELECT_HISTORY, dialect),
                    render(MARK_EXECUTED, dialect), render(RUN_OF, dialect),
-                   render(PURGE_HISTORY, dialect))
+                   render(PURGE_HISTORY, dialect), render(TAKE_RUN_LEASE, dialect),
+                   render(RELEASE_RUN_LEASE, dialect))

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import as_utc
-from callgate_rules.store.history import POSTGRES_TABLE, HistoryStatements
+from callgate_rules.store.history import POSTGRES_LEASES, POSTGRES_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -95,6 +95,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (2, POSTGRES_TABLE),  # run histories (store.history)
+    (3, POSTGRES_LEASES),  # run leases: one run's history-reading decisions, one at a time
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -127,7 +128,8 @@ TAKE_OLDEST_OPEN_REVIEW = render(
 # First key of the advisory lock that serializes migrations (the second is the schema's hash).
 MIGRATION_LOCK_KEY = 0x6361_6C6C  # "call"
 
-DATA_TABLES = ("callgate_receipts", "callgate_reviews", "callgate_run_history")
+DATA_TABLES = ("callgate_receipts", "callgate_reviews", "callgate_run_history",
+               "callgate_run_leases")
 REQUIRED_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")

@@ -307,6 +307,20 @@ class SqlReceiptStore(ABC):
                     {"cutoff": self._time_parameter(older_than)})
             return cursor.rowcount
 
+    def take_run_lease(self, run_id: str, *, holder: str, expires_at: datetime,
+                       now: datetime) -> bool:
+        parameters = {"run_id": run_id, "holder": holder, "now": self._time_parameter(now),
+                      "expires_at": self._time_parameter(expires_at)}
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.take_lease, parameters)
+            return cursor.rowcount == 1
+
+    def release_run_lease(self, run_id: str, *, holder: str) -> bool:
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.release_lease,
+                    {"run_id": run_id, "holder": holder})
+            return cursor.rowcount == 1
+
     # What a dialect supplies ---------------------------------------------------------------
 
     @abstractmethod

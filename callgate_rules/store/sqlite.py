@@ -28,7 +28,7 @@ from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc
-from callgate_rules.store.history import SQLITE_TABLE, HistoryStatements
+from callgate_rules.store.history import SQLITE_LEASES, SQLITE_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -91,6 +91,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (2, SQLITE_TABLE),  # run histories (store.history)
+    (3, SQLITE_LEASES),  # run leases: one run's history-reading decisions, one at a time
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

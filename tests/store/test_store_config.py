@@ -169,7 +169,7 @@ def test_sqlite_migrations_run_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         versions = connection.execute("SELECT version FROM callgate_schema_version").fetchall()
         (journal_mode,) = connection.execute("PRAGMA journal_mode").fetchone()
-    assert versions == [(1,), (2,)]  # receipts and reviews; run histories
+    assert versions == [(1,), (2,), (3,)]  # receipts and reviews; run histories; run leases
     assert journal_mode == "wal"
     first.close()
     second.close()
@@ -256,7 +256,7 @@ def test_postgres_migrations_run_once_and_refuse_a_newer_schema(
         versions = postgres_admin.execute(
             f'SELECT version FROM "{schema}".callgate_schema_version'
         ).fetchall()
-        assert versions == [(1,), (2,)]  # receipts and reviews; run histories
+        assert versions == [(1,), (2,), (3,)]  # receipts, reviews; histories; leases
     finally:
         first.close()
         second.close()
@@ -303,7 +303,8 @@ def test_postgres_role_without_privileges_fails_in_one_line(
     assert assert_one_clean_line(read_only.value).endswith(
         "the role lacks DELETE, INSERT, UPDATE on callgate_receipts; "
         "DELETE, INSERT, UPDATE on callgate_reviews; "
-        "DELETE, INSERT, UPDATE on callgate_run_history"
+        "DELETE, INSERT, UPDATE on callgate_run_history; "
+        "DELETE, INSERT, UPDATE on callgate_run_leases"
     )
 
 
