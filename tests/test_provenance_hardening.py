@@ -444,6 +444,12 @@ def test_a_gate_with_its_own_secret_seals_and_recognises_its_words(
                         conversation=chat_retry(first))
     assert (again.route, again.rule) == (Route.REFUSE, "sendPayment/recipient-from-somewhere")
     other = Gate(gate.config, resolvers=gate.resolvers, secret=b"another deployment")
+    read = read_conversation(chat_retry(first), sealer=other.sealer)
+    assert [segment.kind for segment in read.segments] == ["user", "tool"]  # not its seal
+    assert any("does not verify" in note for note in read.notes)
+    # an ordinary tool result, then; but one that only repeats its call's arguments (the
+    # IBAN of payment c1): an echo, no evidence either
     foreign = other.check(payment_call("c2"), actor=dana, now=now, session=SESSION,
                           conversation=chat_retry(first))
-    assert foreign.route == Route.AWAIT_CONFIRMATION  # not its seal: an ordinary tool result
+    assert (foreign.route, foreign.rule) == (Route.REFUSE,
+                                             "sendPayment/recipient-from-somewhere")

@@ -44,9 +44,8 @@ from callgate_rules.documents.model import (
     Rule,
 )
 from callgate_rules.integrations import provenance
-from callgate_rules.integrations.provenance.labels import configuration_labeller
+from callgate_rules.integrations.provenance.labels import configuration_labeller, record_labels
 from callgate_rules.integrations.provenance.origins import Labeller, trace_origins
-from callgate_rules.integrations.provenance.origins import unknown as unknown_origins
 from callgate_rules.pipeline import authorize, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Foreseen, Rejection
@@ -182,13 +181,15 @@ def traced_sources(arguments: Any, conversation: provenance.Conversation, contra
     return sources
 
 
-def traced_origins(arguments: Any, conversation: provenance.Conversation, contract: Contract,
-                   variables: dict[str, Any], thresholds: provenance.Thresholds,
-                   labeller: Labeller) -> None:
-    """The ``origins`` of each argument value and the run's ``reads``, with their labels."""
+def traced_origins(arguments: Any, conversation: provenance.Conversation | None,
+                   contract: Contract, variables: dict[str, Any],
+                   thresholds: provenance.Thresholds, labeller: Labeller) -> None:
+    """The ``origins`` of each argument value and the run's ``reads``, with their labels
+    (without a conversation: unknown, but for the labels of the records looked up)."""
     variables["origins"], variables["reads"] = trace_origins(
         arguments, conversation, looked_up(contract, variables),
-        lambda value: provenance.is_evidence(value, thresholds), labeller)
+        lambda value: provenance.is_evidence(value, thresholds), labeller,
+        record_labels(contract.lookups, variables))
 
 
 def looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -402,9 +403,8 @@ class _Writer:
         if reads_provenance:
             self.lines.append("        variables['provenance'] = _unknown_sources(arguments)")
         if self.labeller is not None:
-            self.lines += ["        variables['origins'] = _unknown_origins(arguments)",
-                           "        variables['reads'] = []"]
-            self.bind("_unknown_origins", unknown_origins)
+            self.lines.append("        _traced_origins(arguments, None, _contract, variables, "
+                              "_thresholds, _labeller)")
 
     def access(self, contract: Contract, rules: authorize.ToolRules) -> None:
         """4 AUTHORIZE: a deny that matches beats any allow; default deny."""

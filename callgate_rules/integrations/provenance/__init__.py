@@ -8,7 +8,9 @@ the arguments, the kinds of places it appears in:
 - ``user`` — the user's own messages;
 - ``system`` — system or developer instructions;
 - ``tool`` (and ``tool:NAME``) — tool results (and which tool produced them), never the
-  gate's own messages that the host appended as tool results;
+  gate's own messages that the host appended as tool results, and never a result that
+  holds the value only as an echo of its own call's arguments (``echoes``): the value keeps
+  the sources it has elsewhere, those of the arguments it repeats;
 - ``record`` — the records looked up for this call;
 - ``unknown`` — the host passed no conversation, or one that cannot be read, so nothing
   can be said;
@@ -47,6 +49,7 @@ from callgate_rules.integrations.provenance.conversation import (
     RecordedConversation,
     Segment,
 )
+from callgate_rules.integrations.provenance.echoes import CallArguments, call_arguments
 from callgate_rules.integrations.provenance.matching import fold, index_of, squash
 from callgate_rules.integrations.provenance.numbers import as_decimal, significant_digits
 from callgate_rules.integrations.provenance.reading import (
@@ -126,11 +129,27 @@ class _RecordValues:
         return number.is_finite() and number in self.numbers
 
 
+def _echoes(conversation: Conversation) -> dict[int, CallArguments]:
+    """The arguments of the call each tool result answers, by position, found once."""
+    found = conversation._cache.get("echoes")
+    if found is None:
+        found = conversation._cache["echoes"] = {
+            position: call_arguments(segment.arguments)
+            for position, segment in enumerate(conversation.segments)
+            if segment.kind == TOOL and segment.arguments}
+    assert isinstance(found, dict)
+    return found
+
+
 def _sources(value: Any, conversation: Conversation, records: _RecordValues) -> list[str]:
-    """The kinds of places one evidence-worthy leaf appears in, most trustworthy first."""
+    """The kinds of places one evidence-worthy leaf appears in, most trustworthy first; a
+    tool result that holds it only as an echo of its call's arguments is not one."""
     index = index_of(conversation)
-    places = (index.places_of_text(squash(value)) if isinstance(value, str)
-              else index.places_of_number(as_decimal(value)))
+    echoes = _echoes(conversation)
+    skip = None if not echoes else (
+        lambda position: position in echoes and echoes[position].repeat(value))
+    places = (index.places_of_text(squash(value), skip) if isinstance(value, str)
+              else index.places_of_number(as_decimal(value), skip))
     found: list[str] = []
     tools: list[tuple[int, str]] = []
     for group, first in sorted(places.items(), key=lambda place: place[1]):

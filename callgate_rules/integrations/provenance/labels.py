@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.integrations.provenance.origins import LabelledRecord
 from callgate_rules.integrations.provenance.results import (
     NO_LABELLING,
     Labeller,
@@ -122,6 +123,42 @@ def labeller_of(contracts: Mapping[str, _Labelled]) -> Labeller:
     declared = {name: tuple(contract.labels) for name, contract in contracts.items()
                 if contract.labels}
     return ContractLabels(declared) if declared else no_labels
+
+
+class _LabellingLookup(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def key(self) -> _Expression: ...
+    @property
+    def labels(self) -> Sequence[tuple[str, _Expression]]: ...
+
+
+def record_labels(lookups: Sequence[_LabellingLookup],
+                  variables: Mapping[str, Any]) -> list[LabelledRecord]:
+    """The records this call's look-ups found that carry a label of their look-up (each
+    label CEL over ``record``, ``args`` and ``actor``; one that fails gives the label), with
+    the look-up's key. Only records the actor may see are bound, so only those count."""
+    labelled: list[LabelledRecord] = []
+    for lookup in lookups:
+        bound = variables.get(lookup.name)
+        records = [bound] if isinstance(bound, Mapping) else \
+            [item for item in bound if isinstance(item, Mapping)] if isinstance(bound, list) \
+            else []
+        if not lookup.labels or not records:
+            continue
+        try:
+            key = lookup.key.evaluate(variables)  # as the look-up evaluated it
+        except _FAILURES:
+            key = None
+        for record in records:
+            given = {"record": record, "args": variables.get("args"),
+                     "actor": variables.get("actor")}
+            labels = tuple(name for name, expression in lookup.labels
+                           if _holds(expression, given))
+            if labels:
+                labelled.append(LabelledRecord(record, key, labels))
+    return labelled
 
 
 # by the configuration's id, with a weak reference that tells a reused id from its owner

@@ -37,6 +37,7 @@ import threading
 import unicodedata
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
 
@@ -201,12 +202,14 @@ class ConversationIndex:
                 offset += len(piece.squashed) + 1
             self.group_ends.append(offset - 1)
         self.text = SEPARATOR.join(piece.squashed for piece in self.pieces)
-        self._numbers: list[dict[Decimal, int]] | None = None
+        self._numbers: list[dict[Decimal, list[int]]] | None = None
         self._questions: dict[int, int] = {}  # piece → how often asked about its spaces
         self._masks: IndexMasks | None = None
 
-    def places_of_number(self, number: Decimal) -> dict[int, int]:
-        """Group → the first place in the conversation where ``number`` is written."""
+    def places_of_number(self, number: Decimal,
+                         skip: Callable[[int], bool] | None = None) -> dict[int, int]:
+        """Group → the first place in the conversation where ``number`` is written (and
+        that ``skip`` does not rule out: an echo)."""
         if not number.is_finite():
             return {}
         if self._numbers is None:
@@ -214,13 +217,20 @@ class ConversationIndex:
             for piece, group, position in zip(self.pieces, self.piece_group, self.positions,
                                               strict=True):
                 for written in piece.numbers():
-                    self._numbers[group].setdefault(written, position)
-        return {group: found[number] for group, found in enumerate(self._numbers)
-                if number in found}
+                    self._numbers[group].setdefault(written, []).append(position)
+        found: dict[int, int] = {}
+        for group, numbers in enumerate(self._numbers):
+            for position in numbers.get(number, ()):
+                if skip is None or not skip(position):
+                    found[group] = position
+                    break
+        return found
 
-    def places_of_text(self, value: str) -> dict[int, int]:
+    def places_of_text(self, value: str,
+                       skip: Callable[[int], bool] | None = None) -> dict[int, int]:
         """Group → the first place in the conversation where the squashed ``value`` is
-        written, not inside a longer word."""
+        written, not inside a longer word (and that ``skip`` does not rule out: an echo;
+        the search goes on after that piece, so it stays one scan)."""
         if not value:
             return {group: self.positions[self.piece_group.index(group)]
                     for group in range(len(self.origins))}
@@ -233,6 +243,9 @@ class ConversationIndex:
                 break
             piece = bisect_right(self.starts, at) - 1
             group = self.piece_group[piece]
+            if skip is not None and skip(self.positions[piece]):
+                start = self.starts[piece] + len(self.pieces[piece].squashed) + 1
+                continue  # on to the next piece
             found[group] = self.positions[piece]
             start = self.group_ends[group] + 1  # this group is answered: on to the next
         return found

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from typing import Any
 
 from callgate_rules.integrations.provenance.conversation import (
@@ -45,8 +44,9 @@ from callgate_rules.integrations.provenance.conversation import (
     RecordedConversation,
     Segment,
 )
+from callgate_rules.integrations.provenance.echoes import CallArguments, call_arguments
 from callgate_rules.integrations.provenance.matching import ConversationIndex, fold, squash
-from callgate_rules.integrations.provenance.numbers import as_decimal, numbers_in
+from callgate_rules.integrations.provenance.numbers import as_decimal
 from callgate_rules.integrations.provenance.results import (
     NO_LABELLING,
     Labeller,
@@ -63,7 +63,7 @@ from callgate_rules.integrations.provenance.text_values import (
     parts_of,
 )
 
-__all__ = ["Evidence", "Labeller", "Read", "ReadsIndex", "no_labels", "origin_of",
+__all__ = ["Evidence", "Labeller", "LabelledRecord", "Read", "ReadsIndex", "no_labels", "origin_of",
            "reads_index", "trace_origins", "unknown"]
 
 Evidence = Callable[[Any], bool]
@@ -183,7 +183,7 @@ class ReadsIndex:
         self.parts: dict[str, list[int]] = {}
         distinct = self._read_parts(segments)
         self.user_words = _words_of(s.text for s in segments if s.kind == USER)
-        self.echo_texts: dict[int, tuple[str, set[str], set[Decimal]]] = {}
+        self.echo_texts: dict[int, CallArguments] = {}
         named: dict[int, bool] = {}  # by tool result: its pieces share the call
         for position, piece in enumerate(pieces):
             if piece.result >= 0 and piece.result not in named:
@@ -218,10 +218,7 @@ class ReadsIndex:
 
     def _remember_echo(self, position: int, arguments: str | None) -> None:
         if arguments:
-            self.echo_texts[position] = (
-                squash(arguments),
-                {key for part in parts_of(arguments) for key in part.canonical},
-                numbers_in(fold(arguments)))
+            self.echo_texts[position] = call_arguments(arguments)
 
     def _named_by_user(self, arguments: Any, position: int, evidence: Evidence) -> bool:
         distinctive = [leaf for leaf in _leaves(arguments) if evidence(leaf)]
@@ -246,16 +243,9 @@ class ReadsIndex:
 
     def is_echo(self, position: int, value: Any, keys: Sequence[str]) -> bool:
         """Whether the tool result at ``position`` holds ``value`` because its call's own
-        arguments hold it."""
+        arguments hold it (``echoes``)."""
         echoed = self.echo_texts.get(position)
-        if echoed is None:
-            return False
-        text, parts, numbers = echoed
-        if isinstance(value, str) and value and squash(value) in text:
-            return True
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return as_decimal(value) in numbers
-        return any(key in parts for key in keys)
+        return echoed is not None and echoed.repeat(value, keys)
 
     def composed_by_user(self, value: Any) -> bool:
         """A string none of the user's messages holds whole, whose every piece the user
@@ -348,20 +338,51 @@ def reads_index(conversation: Conversation, labeller: Labeller,
     return found
 
 
-def _record_keys(records: Sequence[Mapping[str, Any]]) -> set[str]:
-    keys: set[str] = set()
-    for leaf in _leaves(list(records)):
-        if isinstance(leaf, str):
-            keys.add("s:" + squash(leaf))
-            keys.update(canonical_of_value(leaf))
-        elif isinstance(leaf, int | float) and not isinstance(leaf, bool):
-            keys.update(canonical_of_value(leaf))
+@dataclass(frozen=True)
+class LabelledRecord:
+    """A record a look-up found, with the labels its look-up gives it and the look-up's key:
+    a value of the call equal to one of its leaves, or to the key, carries the labels."""
+
+    record: Mapping[str, Any]
+    key: Any
+    labels: tuple[str, ...]
+
+
+def _keys_of(value: Any) -> list[str]:
+    """How a leaf is compared with a value: its squashed text, and its canonical spellings."""
+    keys = ["s:" + squash(value)] if isinstance(value, str) else []
+    if isinstance(value, str) or isinstance(value, int | float) and not isinstance(value, bool):
+        keys.extend(canonical_of_value(value))
     return keys
 
 
+class _RecordKeys:
+    """The leaves of the records looked up for a call, and the labels of labelled ones."""
+
+    def __init__(self, records: Sequence[Mapping[str, Any]],
+                 labelled: Sequence[LabelledRecord]) -> None:
+        self.keys = {key for leaf in _leaves(list(records)) for key in _keys_of(leaf)}
+        self.labels: dict[str, list[str]] = {}
+        for found in labelled:
+            for leaf in [*_leaves(found.record), found.key]:
+                for key in _keys_of(leaf):
+                    given = self.labels.setdefault(key, [])
+                    given.extend(label for label in found.labels if label not in given)
+
+    def hold(self, keys: Iterable[str]) -> bool:
+        return any(key in self.keys for key in keys)
+
+    def labels_of(self, keys: Iterable[str]) -> list[str]:
+        labels: list[str] = []
+        for key in keys:
+            labels.extend(label for label in self.labels.get(key, ()) if label not in labels)
+        return labels
+
+
 def _describe(index: ReadsIndex, places: Iterable[int], value: Any, keys: Sequence[str],
-              held_by_records: bool) -> dict[str, Any]:
-    """What a value (or a part) is told by the pieces it appears in."""
+              records: _RecordKeys, record_keys: Sequence[str]) -> dict[str, Any]:
+    """What a value (or a part) is told by the pieces it appears in, and by the records
+    (``record_keys``: how it is compared with their leaves)."""
     sources: list[str] = []
     tools: list[str] = []
     labels: list[str] = []
@@ -384,8 +405,9 @@ def _describe(index: ReadsIndex, places: Iterable[int], value: Any, keys: Sequen
     composed = USER not in sources and index.composed_by_user(value)
     if composed:
         sources.append(USER)
-    if held_by_records:
+    if records.hold(record_keys):
         sources.append(RECORD)
+    labels.extend(label for label in records.labels_of(record_keys) if label not in labels)
     return {"sources": sorted(sources, key=lambda kind: _ORDER.get(kind, 9)) + tools,
             "labels": labels, "turns": turns, "reads": reads, "echoes": echoes,
             "latest_turn": index.last_turn in turns and index.last_turn > 0,
@@ -393,13 +415,12 @@ def _describe(index: ReadsIndex, places: Iterable[int], value: Any, keys: Sequen
 
 
 def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
-              record_keys: set[str]) -> dict[str, Any]:
+              records: _RecordKeys) -> dict[str, Any]:
     """The ``origins`` entry of one argument leaf (see the module's docstring)."""
     keys = canonical_of_value(value)
     if evidence(value):
-        held = (isinstance(value, str) and "s:" + squash(value) in record_keys) or \
-            any(key in record_keys for key in keys)
-        described = _describe(index, index.places(value), value, keys, held)
+        described = _describe(index, index.places(value), value, keys, records,
+                              _keys_of(value))
     else:
         described = {"sources": ["indistinct"], "labels": [], "turns": [], "reads": [],
                      "echoes": [], "latest_turn": False, "composed": False}
@@ -412,23 +433,25 @@ def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
             for key in part.canonical:
                 places.update(index.parts.get(key, ()))
             probe: Any = part.written if part.kind in (WORD, NAME) else None
-            entry = _describe(index, places, probe, part.canonical,
-                              any(key in record_keys for key in part.canonical))
+            entry = _describe(index, places, probe, part.canonical, records, part.canonical)
             entry.update(part.as_variable())
             parts.append(entry)
     described["parts"] = parts
     return described
 
 
-def trace_origins(arguments: Any, conversation: Conversation,
+def trace_origins(arguments: Any, conversation: Conversation | None,
                   records: Sequence[Mapping[str, Any]], evidence: Evidence,
-                  labeller: Labeller = no_labels) -> tuple[Any, list[dict[str, Any]]]:
+                  labeller: Labeller = no_labels,
+                  labelled: Sequence[LabelledRecord] = ()) -> tuple[Any, list[dict[str, Any]]]:
     """The ``origins`` variable (the arguments' shape, each leaf its origins) and the
-    ``reads`` variable (every tool result of the run so far, with its labels)."""
-    if conversation.unreadable is not None or isinstance(conversation, RecordedConversation):
-        return unknown(arguments), []  # replayed: only provenance was recorded
+    ``reads`` variable (every tool result of the run so far, with its labels); ``labelled``:
+    the looked-up records that carry labels (``labels.record_labels``)."""
+    record_keys = _RecordKeys(records, labelled)
+    if conversation is None or conversation.unreadable is not None or \
+            isinstance(conversation, RecordedConversation):
+        return unknown(arguments, record_keys), []  # replayed: only provenance was recorded
     index = reads_index(conversation, labeller, evidence)
-    record_keys = _record_keys(records)
 
     def shaped(value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -441,11 +464,13 @@ def trace_origins(arguments: Any, conversation: Conversation,
     return shaped(arguments), reads
 
 
-def unknown(arguments: Any) -> Any:
-    """``origins`` without a conversation: every leaf's sources ``[unknown]``."""
+def unknown(arguments: Any, records: _RecordKeys | None = None) -> Any:
+    """``origins`` without a conversation: every leaf's sources ``[unknown]``; its labels
+    those of the labelled records it equals (they need no conversation)."""
     if isinstance(arguments, Mapping):
-        return {key: unknown(member) for key, member in arguments.items()}
+        return {key: unknown(member, records) for key, member in arguments.items()}
     if isinstance(arguments, list):
-        return [unknown(member) for member in arguments]
-    return {"sources": ["unknown"], "labels": [], "turns": [], "reads": [], "echoes": [],
+        return [unknown(member, records) for member in arguments]
+    labels = [] if records is None else records.labels_of(_keys_of(arguments))
+    return {"sources": ["unknown"], "labels": labels, "turns": [], "reads": [], "echoes": [],
             "latest_turn": False, "composed": False, "parts": []}
