@@ -6,6 +6,9 @@ Read from the client's ``tools/call`` ``_meta``:
 - ``callgate/request_id`` — the user's request this call belongs to. The same call within
   one request is one operation: sent again after a lost answer, it gets the receipt, not a
   second write; a new request ID is a new request, which writes again.
+- ``callgate/run_id`` — the agent run this call belongs to (an HTTP client may send the
+  ``Callgate-Run-Id`` header instead, for every call of its connection). Gateway instances
+  on one shared store see one ``history`` for it; see ``server``'s docstring.
 - ``callgate/conversation`` — the conversation that led to the call (an OpenAI Chat
   Completions or Responses message list, or an Anthropic ``{"system", "messages"}``), from
   which the ``provenance`` of every argument is worked out. Absent, every value's origin
@@ -35,6 +38,8 @@ from callgate_rules.pipeline.decision import Decision
 from callgate_rules.taxonomy import Route
 
 REQUEST_ID_META = "callgate/request_id"
+RUN_ID_META = "callgate/run_id"
+RUN_ID_HEADER = "callgate-run-id"
 CONVERSATION_META = "callgate/conversation"
 ROUTE_META = "callgate/route"
 ERROR_CLASS_META = "callgate/error_class"

@@ -20,9 +20,17 @@ the arguments, so the request ID decides what counts as "the same call again":
   HTTP call without either is a request of its own.
 
 Either is prefixed with a digest of the caller's actor, so two callers never share an
-operation. The run budgets (calls per tool, failures, the run deadline) are kept per
-request ID; without a client request ID a session's run starts afresh when its run
-deadline has passed.
+operation.
+
+**Runs.** A client names the agent run a call belongs to with ``_meta["callgate/run_id"]``,
+or over HTTP with the ``Callgate-Run-Id`` header for every call of its connection (the
+``_meta`` key wins). The run's ID is that name prefixed with the digest of the caller's
+actor, so a caller never reads or adds to another caller's run; every gateway instance on
+one shared store then reads and writes one ``history`` under it, and the run's lease
+(``pipeline.runs``) makes their decisions over it take turns. The budgets (calls per tool,
+failures, the run deadline) are counted by each instance, from its first call of the run.
+Without a name, each request ID has a run of its own, known to this instance only; without
+a client request ID a session's run starts afresh when its run deadline has passed.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ from callgate_rules.gateway.confirm import Confirmer, unseal
 from callgate_rules.gateway.results import (
     CONVERSATION_META,
     REQUEST_ID_META,
+    RUN_ID_HEADER,
+    RUN_ID_META,
     error_result,
     result_of,
 )
@@ -64,6 +74,7 @@ from callgate_rules.taxonomy import Route
 
 SERVER_NAME = "callgate-gateway"
 RUNS_KEPT = 4096
+RUN_NAME_LIMIT = 200  # characters of a client's run name
 DEFAULT_CONFIRMATION_TIMEOUT = 300.0
 
 
@@ -122,17 +133,21 @@ async def serve(settings: Settings) -> None:
 
 
 class Runs:
-    """The run of each request ID (its budgets), the most recent ``RUNS_KEPT``."""
+    """The run of each run name or request ID (its budgets), the most recent
+    ``RUNS_KEPT``."""
 
     def __init__(self) -> None:
         self._runs: OrderedDict[str, Run] = OrderedDict()
 
-    def get(self, request_id: str, now: datetime, deadline_seconds: float) -> Run:
-        run = self._runs.pop(request_id, None)
-        if run is None or (":session:" in request_id and
+    def get(self, key: str, now: datetime, deadline_seconds: float, *,
+            named: bool = False) -> Run:
+        """The run of ``key``: a named run's ID is its key (what other instances name
+        it), a request's own run has an ID of its own."""
+        run = self._runs.pop(key, None)
+        if run is None or (":session:" in key and
                            now - run.started_at > timedelta(seconds=deadline_seconds)):
-            run = Run(started_at=now)
-        self._runs[request_id] = run
+            run = Run(started_at=now, run_id=key) if named else Run(started_at=now)
+        self._runs[key] = run
         while len(self._runs) > RUNS_KEPT:
             self._runs.popitem(last=False)
         return run
@@ -195,7 +210,15 @@ class Gateway:
             return error_result("The caller is not authenticated.", {})
         meta: Mapping[str, Any] = params.meta or {}
         request_id = self.request_id(ctx, params, identity)
-        decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META))
+        run_name = self.run_name(ctx, params)
+        if run_name is not None and not run_name:
+            return error_result(
+                f"{params.name} was not run: the call names its run ({RUN_ID_META} or the "
+                f"Callgate-Run-Id header) with a value that is not a name of 1 to "
+                f"{RUN_NAME_LIMIT} characters; send a string of that length, or none.", {})
+        decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META),
+                                     None if run_name is None else
+                                     f"mcp:{self.caller_digest(identity)}:run:{run_name}")
         if decision.route == Route.AWAIT_CONFIRMATION and decision.confirmation_token:
             settled = await self.confirmer.settle(ctx, params, decision, identity, request_id)
             if not isinstance(settled, Decision):
@@ -204,10 +227,11 @@ class Gateway:
         return result_of(decision)
 
     async def decide(self, params: types.CallToolRequestParams, identity: Identity,
-                     request_id: str, conversation: Any) -> Decision:
+                     request_id: str, conversation: Any, run_id: str | None = None) -> Decision:
         now = self.gate.clock()
-        run = self.runs.get(request_id, now, self.gate.config.routing.budgets
-                            .run_deadline_seconds)
+        run = self.runs.get(run_id or request_id, now,
+                            self.gate.config.routing.budgets.run_deadline_seconds,
+                            named=run_id is not None)
         call = {"name": params.name, "arguments": params.arguments or {}}
         return await anyio.to_thread.run_sync(partial(
             self.gate.handle, call, actor=identity.actor, request_id=request_id, run=run,
@@ -225,12 +249,32 @@ class Gateway:
         state = unseal(self.gate.secret, params.request_state)
         if state is not None and isinstance(state.get("request_id"), str):
             return str(state["request_id"])  # the retry of an input_required round trip
-        caller = hashlib.sha256(identity.digest_source().encode()).hexdigest()[:16]
+        caller = self.caller_digest(identity)
         supplied = (params.meta or {}).get(REQUEST_ID_META)
         if isinstance(supplied, str | int) and not isinstance(supplied, bool) \
                 and str(supplied):
             return f"mcp:{caller}:request:{supplied}"
         return f"mcp:{caller}:session:{self.session_of(ctx)}"
+
+    @staticmethod
+    def caller_digest(identity: Identity) -> str:
+        return hashlib.sha256(identity.digest_source().encode()).hexdigest()[:16]
+
+    @staticmethod
+    def run_name(ctx: ServerRequestContext[Any, Any],
+                 params: types.CallToolRequestParams) -> str | None:
+        """The run the client names (``_meta``, else the HTTP header); ``None`` when it
+        names none, ``""`` when what it sent is not a name."""
+        named = (params.meta or {}).get(RUN_ID_META)
+        request = ctx.request
+        if named is None and request is not None and hasattr(request, "headers"):
+            named = request.headers.get(RUN_ID_HEADER)
+        if named is None:
+            return None
+        if isinstance(named, bool) or not isinstance(named, str | int):
+            return ""
+        name = str(named)
+        return name if 0 < len(name) <= RUN_NAME_LIMIT else ""
 
     def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
         request = ctx.request
