@@ -65,6 +65,7 @@ def test_a_corrupt_or_deleted_entry_is_checked_afresh_and_written_again(
     others[0].unlink()
     assert cache.VALID_SCHEMAS.get(corrupt.name) is None
 
+    shutil.rmtree(directory / "compilation")  # else the whole configuration's entry serves
     load(documents)
     assert cache.VALID_SCHEMAS.get(corrupt.name) == b""
     assert cache.VALID_SCHEMAS.get(others[0].name) == b""
@@ -243,3 +244,105 @@ def test_a_changed_module_of_callgate_changes_every_key(tmp_path: Path) -> None:
     module.write_text("A = 22\n")
     assert store.source_fingerprint(str(package)) != first
     assert store.source_fingerprint(str(Path(store.__file__).parent)) in store._versions()
+
+
+# Whole configurations and lint's findings (``documents.snapshot``) ---------------------------
+
+CALLS = [
+    {"name": "getTicketStatus", "arguments": {"ticketId": "T-1001"}},
+    {"name": "getTicketStatus", "arguments": {"ticketId": "not a ticket"}},
+    {"name": "createFollowUp", "arguments": {"ticketId": "T-1001", "note": "call back",
+                                             "dueAt": "2026-12-01T09:00:00Z"}},
+    {"name": "noSuchTool", "arguments": {}},
+]
+
+
+def decisions(config: object) -> list[tuple[object, ...]]:
+    import yaml
+
+    from callgate_rules import Gate, WorldResolvers
+
+    world = WorldResolvers(yaml.safe_load((REPO / "examples" / "world.yaml").read_text()))
+    gate = Gate(config, resolvers=world)  # type: ignore[arg-type]
+    found = []
+    for call in CALLS:
+        decision = gate.check(call, actor={"id": "U-7", "tenant": "acme", "role": "agent"})
+        found.append((decision.route, decision.error_class, decision.agent_message))
+    return found
+
+
+def read(compilation: object) -> list[tuple[object, ...]]:
+    return [(s.path, s.data, dict(s.places), s.index, dict(s.scalars), s.lines)
+            for s in compilation.sources]  # type: ignore[attr-defined]
+
+
+def test_an_unchanged_configuration_comes_whole_from_one_entry(
+        directory: Path, documents: list[Path]) -> None:
+    first = compile_paths(documents)
+    (whole,) = entries(directory / "compilation")
+    for kind in directory.iterdir():  # every other entry gone: none of them is needed
+        if kind.name != "compilation":
+            shutil.rmtree(kind)
+    again = compile_paths(documents)
+    assert entries(directory) == [whole], "nothing derived afresh, nothing written"
+    assert again.findings == first.findings and again.errors == ()
+    assert read(again) == read(first)
+    assert again.config is not None and first.config is not None
+    assert again.config.contracts.keys() == first.config.contracts.keys()
+    assert [r.expression.tree for c in again.contracts.values() for r in c.rules] == \
+        [r.expression.tree for c in first.contracts.values() for r in c.rules]
+    assert decisions(again.config) == decisions(first.config)
+    assert any(route != "execute" for route, _, _ in decisions(again.config))
+
+
+def test_a_changed_or_broken_file_gets_its_own_compilation(
+        directory: Path, documents: list[Path]) -> None:
+    compile_paths(documents)
+    contract = documents[0] / "createFollowUp.yaml"
+    contract.write_text(contract.read_text().replace("maxLength: 500", "maxLength: -5"))
+    for _ in range(2):  # compiled, then from its own entry: the same findings
+        broken = compile_paths(documents)
+        assert broken.config is None
+        assert any("not a valid JSON Schema" in str(f) for f in broken.errors)
+    assert len(entries(directory / "compilation")) == 2
+    (documents[0] / "unreadable.yaml").write_bytes(b"\xff\xfe not text")
+    for _ in range(2):
+        assert any("cannot read" in str(f) for f in compile_paths(documents).errors)
+
+
+def test_a_corrupt_compilation_entry_is_compiled_afresh_and_written_again(
+        directory: Path, documents: list[Path]) -> None:
+    first = compile_paths(documents)
+    (whole,) = entries(directory / "compilation")
+    whole.write_bytes(whole.read_bytes()[:-5])
+    again = compile_paths(documents)
+    assert read(again) == read(first) and decisions(again.config) == decisions(first.config)
+    assert store.ContentCache("compilation").get(whole.name) is not None
+
+
+def test_without_a_cache_nothing_is_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               documents: list[Path]) -> None:
+    monkeypatch.setenv("CALLGATE_CACHE_DIR", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert decisions(load(documents)) == decisions(load(documents))
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_lint_keeps_its_findings_for_unchanged_files(directory: Path,
+                                                     documents: list[Path]) -> None:
+    from callgate_rules.authoring.lint import lint
+
+    contract = documents[0] / "createFollowUp.yaml"
+    contract.write_text(contract.read_text().replace(
+        "spec:\n", "spec:\n  mode: enforce\n  unknownField: 1\n", 1))
+    first = lint(documents, notes=True)
+    assert first, "the changed contract has findings"
+    (kept,) = entries(directory / "lint-findings")
+    shutil.rmtree(directory / "compilation")  # the findings alone answer: nothing compiled
+    assert lint(documents, notes=True) == first
+    assert not (directory / "compilation").exists()
+    assert lint(documents) == [f for f in first if f.severity != "note"]
+    kept.write_bytes(kept.read_bytes()[:-1])  # corrupt: linted afresh
+    assert lint(documents, notes=True) == first
+    contract.write_text(contract.read_text().replace("  unknownField: 1\n", ""))
+    assert lint(documents, notes=True) != first

@@ -21,6 +21,7 @@ import pickle
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, is_dataclass
+from functools import cached_property
 from importlib.util import MAGIC_NUMBER
 from types import CodeType
 from typing import Any
@@ -58,11 +59,27 @@ class CompiledExpression:
     # Evaluating such a call is an error (lazily, as CEL has it); the document compiler
     # refuses the document at load, naming the place.
     refused_patterns: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
-    # the syntax tree (``cel.syntax``), for readers such as the type checker behind lint
-    tree: syntax.Node | None = field(default=None, repr=False, compare=False)
+    # the syntax tree (``cel.syntax``), for readers such as the type checker behind lint:
+    # ``tree``, which is ``parsed``, or read from ``pickled_tree`` when first asked for (an
+    # expression from the load cache; a gate never reads it, so loading does not either)
+    parsed: syntax.Node | None = field(default=None, repr=False, compare=False)
+    pickled_tree: bytes | None = field(default=None, repr=False, compare=False)
+    # this expression's load cache entry (None: none was written), what a whole
+    # configuration's entry holds of it (``documents.snapshot``)
+    entry: bytes | None = field(default=None, repr=False, compare=False)
 
     def __call__(self, variables: Mapping[str, Any]) -> Any:
         return self.evaluate(variables)
+
+    @cached_property
+    def tree(self) -> syntax.Node | None:
+        if self.parsed is not None or self.pickled_tree is None:
+            return self.parsed
+        try:  # from a whole entry (its digest matched), as trusted as __pycache__
+            tree: syntax.Node = pickle.loads(self.pickled_tree)  # noqa: S301
+        except Exception:  # noqa: BLE001 - an unreadable tree is no tree, as for a miss
+            return None
+        return tree
 
 
 def compile_expression(source: str,
@@ -88,22 +105,17 @@ def compile_expression(source: str,
             definitions.mark_used(name)
     compiled = compile_program(tree, FUNCTIONS, tag=key[:20])
     references, guarded, variables = _references(tree)
-    expression = CompiledExpression(
-        source=source,
-        backend="compiled",
-        variables=frozenset(variables),
-        references=frozenset(references),
-        guarded=frozenset(guarded),
-        evaluate=compiled.evaluate,
-        inline=compiled.inline,
-        refused_patterns=tuple(
-            (f"pattern {pattern!r} of {function}(): {problem}", at.line, at.column)
-            for function, pattern, at in _literal_patterns(tree)
-            if (problem := pattern_problem(pattern)) is not None),
-        tree=tree,
-    )
-    _remember(key, expression, compiled, used)
-    return expression
+    read = (frozenset(variables), frozenset(references), frozenset(guarded))
+    refused = tuple((f"pattern {pattern!r} of {function}(): {problem}", at.line, at.column)
+                    for function, pattern, at in _literal_patterns(tree)
+                    if (problem := pattern_problem(pattern)) is not None)
+    entry = _remember(compiled, tree, read, refused, used)
+    if entry is not None:
+        COMPILED_EXPRESSIONS.put(key, entry)
+    return CompiledExpression(source=source, backend="compiled", variables=read[0],
+                              references=read[1], guarded=read[2],
+                              evaluate=compiled.evaluate, inline=compiled.inline,
+                              refused_patterns=refused, parsed=tree, entry=entry)
 
 
 # Compiled expressions in the load cache -----------------------------------------------------
@@ -128,23 +140,26 @@ def _entry_key(source: str, definitions: Definitions | None) -> str:
         + source.encode("utf-8", "surrogatepass"))
 
 
-def _remember(key: str, expression: CompiledExpression, compiled: Compiled,
-              used: frozenset[str]) -> None:
-    """Store everything ``_remembered`` needs; an expression whose constants or tree cannot
-    be pickled (or nest too deeply to) is simply compiled afresh each time."""
+def _remember(compiled: Compiled, tree: syntax.Node,
+              read: tuple[frozenset[str], frozenset[Path], frozenset[Path]],
+              refused: tuple[tuple[str, int, int], ...], used: frozenset[str]) -> bytes | None:
+    """The entry ``restored`` makes the expression again from (``read``: its variables,
+    references and guarded paths); None for an expression whose constants or tree cannot
+    be pickled (or nest too deeply to), compiled afresh each time. The tree is pickled on
+    its own, so that a load need not read it back."""
     if compiled.code is None or cache_directory() is None:
-        return
-    body = None if expression.inline is None else expression.inline.body
-    written = io.BytesIO()
-    pickler = pickle.Pickler(written, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _TREE_PICKLING
+        return None
+    body = None if compiled.inline is None else compiled.inline.body
     try:
-        pickler.dump((marshal.dumps(compiled.code), dict(compiled.constants), body,
-                      expression.variables, expression.references, expression.guarded,
-                      expression.refused_patterns, expression.tree, used))
+        written = io.BytesIO()
+        pickler = pickle.Pickler(written, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = _TREE_PICKLING
+        pickler.dump(tree)
+        return pickle.dumps((marshal.dumps(compiled.code), dict(compiled.constants), body,
+                             *read, refused, written.getvalue(), used),
+                            protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
-        return
-    COMPILED_EXPRESSIONS.put(key, written.getvalue())
+        return None
 
 
 def _node(kind: type[Any], values: tuple[Any, ...]) -> Any:
@@ -168,17 +183,24 @@ _TREE_PICKLING: dict[type, Callable[[Any], Any]] = {
 
 
 def _remembered(key: str, source: str,
-                definitions: Definitions | None) -> CompiledExpression | None:
+                 definitions: Definitions | None) -> CompiledExpression | None:
     stored = COMPILED_EXPRESSIONS.get(key)
     if stored is None:
         return None
+    return restored(source, stored, definitions)
+
+
+def restored(source: str, entry: bytes,
+             definitions: Definitions | None = None) -> CompiledExpression | None:
+    """The expression ``source`` again from its ``entry`` (see ``_remember``), marking the
+    definitions it used in ``definitions``; None for an entry that cannot be read."""
     try:  # the entry's digest matched, so this is what callgate wrote; still, never trust it
         (code_bytes, constants, body, variables, references, guarded, refused, tree,
-         used) = pickle.loads(stored)  # noqa: S301 - the cache is as trusted as __pycache__
+         used) = pickle.loads(entry)  # noqa: S301 - the cache is as trusted as __pycache__
         code = marshal.loads(code_bytes)
     except Exception:  # noqa: BLE001 - any unreadable entry is a miss, compiled afresh
         return None
-    if not isinstance(code, CodeType):
+    if not isinstance(code, CodeType) or not isinstance(tree, bytes):
         return None
     compiled = running(code, constants, body)
     if definitions is not None:
@@ -187,7 +209,7 @@ def _remembered(key: str, source: str,
     return CompiledExpression(source=source, backend="compiled", variables=variables,
                               references=references, guarded=guarded,
                               evaluate=compiled.evaluate, inline=compiled.inline,
-                              refused_patterns=refused, tree=tree)
+                              refused_patterns=refused, pickled_tree=tree, entry=entry)
 
 
 def _literal_patterns(tree: syntax.Node) -> Iterator[tuple[str, str, syntax.Position]]:

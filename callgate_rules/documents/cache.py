@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import marshal
 from collections.abc import Callable
+from importlib.util import MAGIC_NUMBER
 from typing import Any
 
 # Re-exported: the store is part of this module's interface (tests and callers use it here).
@@ -44,6 +45,25 @@ def schema_key(schema: Any) -> str | None:
     return VALID_SCHEMAS.key(text.encode("utf-8", "surrogatepass"))
 
 
+# Schemas compiled into predicates (``schemacheck``) -------------------------------------------
+
+SCHEMA_CHECKS = ContentCache("schema-check")
+
+
+def check_key(schema: Any, formats: tuple[str, ...] | None) -> str | None:
+    """The entry name of ``schema``'s compiled check with a format checker of ``formats``
+    (None: no format checker): its JSON text in its own key order (the generated code follows
+    it) and the bytecode magic (the entry holds a code object); None for a schema that is not
+    plain JSON, compiled afresh every time."""
+    if not _plain_json(schema):
+        return None
+    try:
+        text = json.dumps([schema, formats], ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return SCHEMA_CHECKS.key(MAGIC_NUMBER + text.encode("utf-8", "surrogatepass"))
+
+
 # YAML files as composed and constructed ---------------------------------------------------------
 
 PARSED_YAML = ContentCache("parsed-yaml-marshal")
@@ -57,13 +77,11 @@ def yaml_key(text: str, path: str) -> str:
     return PARSED_YAML.key(json.dumps([path, text]).encode())
 
 
-def parsed_documents(key: str) -> list[Parsed] | None:
-    """The documents remembered under ``key``, or None. Entries are ``marshal``'s data (a
-    third of JSON's reading time: the places' tuple keys are stored as they are), never run:
-    an entry someone else wrote can hold wrong data at worst, and only for that very text."""
-    stored = PARSED_YAML.get(key)
-    if stored is None:
-        return None
+def parsed_documents(stored: bytes) -> list[Parsed] | None:
+    """The documents of an entry (``PARSED_YAML.get``), or None when it holds none. Entries
+    are ``marshal``'s data (a third of JSON's reading time: the places' tuple keys are
+    stored as they are), never run: an entry someone else wrote can hold wrong data at
+    worst, and only for that very text."""
     try:
         entries = marshal.loads(stored)
     except (ValueError, EOFError, TypeError):
@@ -75,17 +93,19 @@ def parsed_documents(key: str) -> list[Parsed] | None:
     return entries
 
 
-def remember_documents(key: str, documents: list[Parsed]) -> None:
-    """Store the documents of one file, unless their data is not plain JSON (keys that are
-    not strings, dates): those are read afresh every time, so a reading is never changed."""
+def remember_documents(key: str, documents: list[Parsed]) -> bytes | None:
+    """Store the documents of one file and return the entry, unless their data is not
+    plain JSON (keys that are not strings, dates): those are read afresh every time, so a
+    reading is never changed."""
     if not all(_plain_json(data) for data, _, _, _ in documents):
-        return
+        return None
     try:
         entry = marshal.dumps([(data, dict(places), index, dict(scalars))
                                for data, places, index, scalars in documents])
     except ValueError:  # nested too deeply for marshal: read afresh each time
-        return
+        return None
     PARSED_YAML.put(key, entry)
+    return entry
 
 
 def _plain_json(value: Any, plain_scalar: Callable[[Any], bool] | None = None) -> bool:

@@ -53,12 +53,13 @@ from callgate_rules.documents.model import (
 from callgate_rules.documents.routing import build_routing
 from callgate_rules.documents.schemacheck import validity_check
 from callgate_rules.documents.sequences import SequenceRule, compile_sequence
-from callgate_rules.documents.source import (
-    NodePath,
-    SourceDocument,
-    iter_yaml_files,
-    read_documents,
+from callgate_rules.documents.snapshot import (
+    COMPILATIONS,
+    read_configuration,
+    remember_compilation,
+    remembered_compilation,
 )
+from callgate_rules.documents.source import NodePath, SourceDocument, parse_yaml_text
 from callgate_rules.documents.validators import (
     FORMAT_CHECKER,
     argument_validator,
@@ -131,19 +132,29 @@ def compile_paths(paths: str | Path | Iterable[str | Path], *,
                   advanced: Callable[[int], None] | None = None) -> Compilation:
     # A single path is one path: a string is iterable, and its characters are not paths.
     listed = [paths] if isinstance(paths, str | Path) else list(paths)
+    configuration = read_configuration(Path(p) for p in listed)
+    key = configuration.key(COMPILATIONS)  # unchanged files: their compilation, whole
+    if (kept := remembered_compilation(key, Compilation)) is not None:
+        if advanced is not None:
+            advanced(len({source.path for source in kept.sources}))
+        return kept
     sources: list[SourceDocument] = []
     findings: list[Finding] = []
-    for file in iter_yaml_files([Path(p) for p in listed]):
+    for file in configuration.files:
         try:
-            sources.extend(read_documents(file))
+            if file.error is not None:
+                raise file.error
+            sources.extend(parse_yaml_text(file.text or "", str(file.path)))
         except InputError as error:
-            findings.append(finding_from_input_error(str(error), str(file)))
+            findings.append(finding_from_input_error(str(error), str(file.path)))
     compilation = compile_documents(sources, advanced=advanced)
-    return replace(
+    compilation = replace(
         compilation,
         config=compilation.config if not findings else None,
         findings=tuple(findings) + compilation.findings,
     )
+    remember_compilation(key, compilation)
+    return compilation
 
 
 def compile_documents(sources: Iterable[SourceDocument], *,

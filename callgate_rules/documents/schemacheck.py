@@ -6,10 +6,11 @@ decision although nearly every call is valid. On the hot path the gate only need
 verdict; the detailed error is asked of ``jsonschema`` afterwards, and only when this
 predicate says "invalid". So ``jsonschema`` stays the source of truth for the messages, and
 this module must give exactly its verdicts — ``tests/test_schemacheck.py`` checks that
-differentially. That ``jsonschema`` is ``GateValidator``, defined here: Draft 2020-12 with the
-gate's format checker, whose ``pattern``, ``patternProperties`` and ``additionalProperties``
-match with RE2 semantics in time linear in the text (``callgate_rules.regex``), not with
-Python's backtracking ``re``; the compiled predicate searches with the same patterns.
+differentially. That ``jsonschema`` is ``GateValidator`` (``documents.gate_validator``):
+Draft 2020-12 with the gate's format checker, whose ``pattern``, ``patternProperties`` and
+``additionalProperties`` match with RE2 semantics in time linear in the text
+(``callgate_rules.regex``), not with Python's backtracking ``re``; the compiled predicate
+searches with the same patterns.
 
 Covered: boolean schemas, ``type``, ``enum``, ``const``, ``properties``, ``required``,
 ``additionalProperties``, ``patternProperties``, ``propertyNames``, ``minProperties``,
@@ -41,17 +42,21 @@ as ``repr`` string literals.
 
 from __future__ import annotations
 
+import marshal
 import numbers
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from types import CodeType
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import ValidationError
+from jsonschema import FormatChecker
 from jsonschema.protocols import Validator
-from jsonschema.validators import extend
 
-from callgate_rules.cache import compiled
+from callgate_rules.documents.cache import SCHEMA_CHECKS, check_key
+
+# Re-exported: the validator whose verdicts these are is part of this module's interface.
+from callgate_rules.documents.gate_validator import GateValidator as GateValidator
 from callgate_rules.regex import PatternError, compile_pattern
 
 Check = Callable[[Any], bool]
@@ -73,66 +78,6 @@ class _Unsupported(Exception):
     """The schema needs something this module does not compile."""
 
 
-# The validator whose verdicts these are: Draft 2020-12 with RE2 patterns -----------------------
-
-
-# A keyword's function gets the validator itself (jsonschema's protocol does not declare the
-# ``descend`` it calls), hence ``Any``.
-def _pattern(validator: Any, pattern: str, instance: Any,
-             schema: Mapping[str, Any]) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not compile_pattern(pattern).search(instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(validator: Any, patterns: Mapping[str, Any], instance: Any,
-                        schema: Mapping[str, Any]) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        search = compile_pattern(pattern).search
-        for key, value in instance.items():
-            if search(key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any,
-                           schema: Mapping[str, Any]) -> Iterator[ValidationError]:
-    """jsonschema's keyword, but a property is additional when it is not declared and no
-    pattern of ``patternProperties`` matches it (jsonschema joins the patterns into one
-    alternation for Python's ``re``, which a flag such as ``(?i)`` would change)."""
-    if not validator.is_type(instance, "object"):
-        return
-    declared = schema.get("properties", {})
-    searches = [compile_pattern(each).search for each in schema.get("patternProperties", {})]
-    extras = {key for key in instance
-              if key not in declared and not any(search(key) for search in searches)}
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        if "patternProperties" in schema:
-            verb = "does" if len(extras) == 1 else "do"
-            joined = ", ".join(repr(each) for each in sorted(extras))
-            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
-            yield ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
-        else:
-            names = sorted(extras, key=str)
-            verb = "was" if len(names) == 1 else "were"
-            yield ValidationError("Additional properties are not allowed "
-                                  f"({', '.join(repr(name) for name in names)} {verb} "
-                                  "unexpected)")
-
-
-# ``extend`` makes a class of the same make as Draft202012Validator (not a subclass of it).
-GateValidator: type[Draft202012Validator] = extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, validators={
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    })
-GateValidator.__name__ = GateValidator.__qualname__ = "GateValidator"
-
-
 def validity_check(validator: Validator) -> Check:
     """The fastest exact verdict for ``validator``: the compiled predicate when the schema
     can be compiled, else ``validator.is_valid``."""
@@ -146,11 +91,85 @@ def compile_check(schema: Any, format_checker: FormatChecker | None = None) -> C
     """``schema`` compiled into a predicate with Draft 2020-12 verdicts, or ``None`` when it
     uses a validating keyword this module does not cover. ``format_checker`` checks
     ``format`` as a ``jsonschema`` validator given the same checker does (``None``: format is
-    an annotation)."""
+    an annotation). A schema compiled before comes from the load cache: its code object and
+    what its constants are made from (``Recipe``), so no source is generated again."""
+    key = check_key(schema, None if format_checker is None
+                    else tuple(sorted(format_checker.checkers)))
+    stored = SCHEMA_CHECKS.get(key) if key is not None else None
+    if stored is not None:
+        try:
+            return rebuilt_check(stored, format_checker)
+        except _UNREADABLE:
+            pass  # compiled afresh, and the entry written again
+    generator = _Generator(format_checker)
     try:
-        return _Generator(format_checker).compile(schema)
+        root = generator.function(schema)
+        code = compile("\n".join(generator.functions), "<schemacheck>", "exec")
     except (_Unsupported, PatternError, RecursionError, SyntaxError):
+        if key is not None:
+            SCHEMA_CHECKS.put(key, marshal.dumps(None))  # not compiled, next time either
         return None
+    try:
+        entry = marshal.dumps((code, root, generator.recipes))
+    except ValueError:  # a constant marshal cannot hold (a YAML date in an enum)
+        return _running(code, root, generator.recipes, format_checker, None)
+    if key is not None:
+        SCHEMA_CHECKS.put(key, entry)
+    return _running(code, root, generator.recipes, format_checker, entry)
+
+
+# A constant of generated code as made again from plain data: ("value", the value), or
+# ("pattern", its text), ("format", its name), ("multiple", the divisor) for a function.
+Recipe = tuple[str, Any]
+_UNREADABLE = (ValueError, EOFError, TypeError, KeyError, PatternError)
+# Each compiled check's entry and format checker, so that a whole configuration's entry
+# (``documents.snapshot``) can hold the check as the data it is made from.
+_ENTRIES: weakref.WeakKeyDictionary[Check, tuple[bytes, FormatChecker | None]] = \
+    weakref.WeakKeyDictionary()
+
+
+def check_entry(check: Any) -> tuple[bytes, FormatChecker | None] | None:
+    """(the entry, the format checker) a compiled check is made again from, else None."""
+    try:
+        return _ENTRIES.get(check)
+    except TypeError:  # not weakly referable: no compiled check
+        return None
+
+
+def rebuilt_check(entry: bytes, format_checker: FormatChecker | None) -> Check | None:
+    """The check an entry of ``compile_check`` holds (None: the schema is not compiled);
+    raises one of ``_UNREADABLE`` for an entry that is not one."""
+    stored = marshal.loads(entry)
+    if stored is None:
+        return None
+    code, root, recipes = stored
+    if not (isinstance(code, CodeType) and isinstance(root, str) and isinstance(recipes, dict)):
+        raise ValueError("not an entry of compile_check")
+    return _running(code, root, recipes, format_checker, entry)
+
+
+def _running(code: CodeType, root: str, recipes: Mapping[str, Recipe],
+             format_checker: FormatChecker | None, entry: bytes | None) -> Check:
+    namespace = _namespace()
+    for name, (kind, value) in recipes.items():
+        namespace[name] = _made(kind, value, format_checker)
+    exec(code, namespace)  # noqa: S102 - code this module generated, or its cached copy
+    check: Check = namespace[root]
+    if entry is not None:
+        _ENTRIES[check] = (entry, format_checker)
+    return check
+
+
+def _made(kind: str, value: Any, format_checker: FormatChecker | None) -> Any:
+    if kind == "pattern":
+        return compile_pattern(value).find
+    if kind == "format":
+        if format_checker is None:
+            raise KeyError(value)
+        return _format(*format_checker.checkers[value])
+    if kind == "multiple":
+        return _multiple_of(value)
+    return value
 
 
 # What generated code calls --------------------------------------------------------------------
@@ -243,30 +262,30 @@ TYPE_TESTS: Mapping[str, str] = {
 # The generator ----------------------------------------------------------------------------------
 
 
+def _namespace() -> dict[str, Any]:
+    """What every generated check reads besides its own constants."""
+    return {"_MISSING": _MISSING, "_Number": numbers.Number, "_is_integer": is_integer,
+            "_json_equal": json_equal, "_always": _always, "_never": _never}
+
+
 class _Generator:
     def __init__(self, format_checker: FormatChecker | None) -> None:
         self.format_checker = format_checker
-        self.namespace: dict[str, Any] = {
-            "_MISSING": _MISSING, "_Number": numbers.Number, "_is_integer": is_integer,
-            "_json_equal": json_equal, "_always": _always, "_never": _never,
-        }
+        self.recipes: dict[str, Recipe] = {}  # each constant's name: what makes it
         self.functions: list[str] = []
         self.counter = 0
-
-    def compile(self, schema: Any) -> Check:
-        root = self.function(schema)
-        source = "\n".join(self.functions)
-        exec(compiled(source, "<schemacheck>"), self.namespace)  # compile(), from the cache
-        check: Check = self.namespace[root]
-        return check
 
     def name(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def constant(self, value: Any) -> str:
+    def constant(self, value: Any, kind: str = "value") -> str:
+        """A name for a constant, made by ``_made(kind, value, ...)``: the check itself is
+        made from the recipes, on its first compile as from the cache."""
+        if kind == "pattern":
+            compile_pattern(value)  # a pattern RE2 refuses leaves the schema uncompiled
         name = self.name("_k")
-        self.namespace[name] = value
+        self.recipes[name] = (kind, value)
         return name
 
     def function(self, schema: Any) -> str:
@@ -362,14 +381,13 @@ class _Generator:
         assert self.format_checker is not None
         if not isinstance(name, str) or name not in self.format_checker.checkers:
             return None  # jsonschema lets an unknown format pass
-        conforms, raises = self.format_checker.checkers[name]
-        return self.constant(_format(conforms, raises))
+        return self.constant(name, "format")
 
     # -- one group per type; ``var`` is known to be of that type
 
     def string_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
         if "pattern" in schema:
-            find = self.constant(compile_pattern(_str(schema["pattern"])).find)
+            find = self.constant(_str(schema["pattern"]), "pattern")
             yield self.fail(f"not {find}({var})", depth)
         if "minLength" in schema:
             yield self.fail(f"len({var}) < {self.number(schema['minLength'])}", depth)
@@ -382,7 +400,7 @@ class _Generator:
             if keyword in schema:
                 yield self.fail(f"{var} {failure} {self.number(schema[keyword])}", depth)
         if "multipleOf" in schema:
-            multiple = self.constant(_multiple_of(_number(schema["multipleOf"])))
+            multiple = self.constant(_number(schema["multipleOf"]), "multiple")
             yield self.fail(f"not {multiple}({var})", depth)
 
     def object_checks(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
@@ -410,7 +428,7 @@ class _Generator:
             key, item = self.name("key"), self.name("item")
             matching: list[str] = []
             for pattern, subschema in patterns.items():
-                find = self.constant(compile_pattern(_str(pattern)).find)
+                find = self.constant(_str(pattern), "pattern")
                 matching += self.block(f"{pad}    if {find}({key}):",
                                        self.child(subschema, item, depth + 2))
             yield from self.block(f"{pad}for {key}, {item} in {var}.items():", matching)
@@ -439,7 +457,7 @@ class _Generator:
             yield self.fail(f"not {var}.keys() <= {declared}", depth)
             return
         key, item = self.name("key"), self.name("item")
-        matched = "".join(f" or {self.constant(compile_pattern(_str(pattern)).find)}({key})"
+        matched = "".join(f" or {self.constant(_str(pattern), 'pattern')}({key})"
                           for pattern in patterns)
         body = self.child(extra, item, depth + 2)
         if body:

@@ -63,6 +63,12 @@ from callgate_rules.authoring.lint.strict import (
 from callgate_rules.authoring.lint.typecheck import check_types
 from callgate_rules.authoring.versioning import version_findings
 from callgate_rules.documents.compiler import Compilation, Finding, compile_paths
+from callgate_rules.documents.snapshot import (
+    LINT_FINDINGS,
+    read_configuration,
+    remember_findings,
+    remembered_findings,
+)
 
 __all__ = [
     "CHECKS", "CODE_DESCRIPTIONS", "FORMATS", "constant_value", "github_annotation", "lint",
@@ -105,7 +111,32 @@ def lint(
     declaring a schema). ``advanced(1)`` is called after each file is compiled and after
     each check (a progress bar of ``len(files) + len(CHECKS)``)."""
     paths = list(paths)
-    compilation = compile_paths(paths, advanced=advanced)
+    # The findings are a function of the files and of callgate's code, both in the key:
+    # unchanged files are not compiled or checked again (``documents.snapshot``).
+    configuration = read_configuration(Path(path) for path in paths)
+    key = configuration.key(LINT_FINDINGS)
+    findings = remembered_findings(key)
+    if findings is not None and since is None:
+        if advanced is not None:
+            advanced(len(configuration.files) + len(CHECKS))
+    else:
+        compilation = compile_paths(paths, advanced=advanced)
+        if findings is None:
+            findings = _checked(compilation, advanced)
+            remember_findings(key, findings)
+        elif advanced is not None:
+            advanced(len(CHECKS))
+        if since is not None:
+            findings.extend(version_findings(paths, since, allow_removed=allow_removed,
+                                             current=compilation.sources))
+    if not notes:
+        findings = [f for f in findings if f.severity != "note"]
+    return sorted(set(findings), key=lambda f: (f.location.path, f.location.line,
+                                                 f.location.column, f.code))
+
+
+def _checked(compilation: Compilation, advanced: Callable[[int], None] | None) -> list[Finding]:
+    """Every check's findings, and the compiler's that no broken document explains."""
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(compilation))
@@ -114,10 +145,4 @@ def lint(
     cascade = broken(compilation)
     findings += explained_by_traps(
         [f for f in compilation.findings if not cascade.explains(f)], findings)
-    if since is not None:
-        findings.extend(version_findings(paths, since, allow_removed=allow_removed,
-                                         current=compilation.sources))
-    if not notes:
-        findings = [f for f in findings if f.severity != "note"]
-    return sorted(set(findings), key=lambda f: (f.location.path, f.location.line,
-                                                 f.location.column, f.code))
+    return findings

@@ -1,0 +1,208 @@
+"""A whole configuration in the load cache: what ``compile_paths`` made of these very files.
+
+An unchanged configuration is the common case (every ``callgate check``, every CI lint, every
+process start of a service), and compiling it piece by piece from the per-piece entries of
+``documents.cache`` still read a few thousand entry files and built every object again. So
+the compilation of the whole configuration is one entry too, named by every file's path and
+text (with callgate's version and code, as every entry is: ``callgate_rules.cache``): a load
+that finds it reads the files, hashes them and reads that one entry, and nothing is parsed,
+checked or generated. The entry is a pickle of the ``Compilation`` in which what pickle cannot
+hold is kept as the plain data it is made from: each CEL expression as its own entry
+(``cel.expression.restored``), each compiled schema check as its code and constants' recipes
+(``schemacheck.rebuilt_check``), each argument validator as its schema, each document as its file's
+entry (``documents.cache``: ``marshal`` data). A configuration with
+anything else in it (a constant pickle refuses) is simply not kept whole; its pieces still
+are. Lint keeps its findings the same way (``remembered_findings``): they are a function of
+the files and of callgate's code, both in the key.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import marshal
+import pickle
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from jsonschema import FormatChecker
+from jsonschema.protocols import Validator
+
+from callgate_rules.cache import ContentCache, cache_directory
+from callgate_rules.cel.expression import CompiledExpression, restored
+from callgate_rules.documents.cache import parsed_documents
+from callgate_rules.documents.findings import Finding
+from callgate_rules.documents.schemacheck import (
+    Check,
+    GateValidator,
+    check_entry,
+    rebuilt_check,
+)
+from callgate_rules.documents.source import SourceDocument, iter_yaml_files, read_text
+from callgate_rules.documents.validators import FORMAT_CHECKER
+from callgate_rules.errors import InputError, Location
+
+if TYPE_CHECKING:  # the compiler imports this module
+    from callgate_rules.documents.compiler import Compilation
+
+COMPILATIONS = ContentCache("compilation")
+LINT_FINDINGS = ContentCache("lint-findings")
+_Kept = TypeVar("_Kept")
+
+
+@dataclass(frozen=True)
+class ConfigurationFile:
+    """One YAML file of a configuration as read: its text, or why it could not be read."""
+
+    path: Path
+    text: str | None
+    error: InputError | None = None
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """Every YAML file under some paths, read, and the digest that names what they make."""
+
+    files: tuple[ConfigurationFile, ...]
+
+    def key(self, cache: ContentCache) -> str | None:
+        """The entry name in ``cache`` for these files; None when there is no cache."""
+        if cache_directory() is None:
+            return None
+        named = [[str(file.path), file.text, None if file.error is None else str(file.error)]
+                 for file in self.files]
+        return cache.key(json.dumps(named).encode())
+
+
+def read_configuration(paths: Iterable[Path]) -> Configuration:
+    """The YAML files under ``paths`` (``iter_yaml_files``' order), each read or refused;
+    raises ``InputError`` for a path that is not there."""
+    files = []
+    for path in iter_yaml_files(list(paths)):
+        try:
+            files.append(ConfigurationFile(path, read_text(path)))
+        except InputError as error:
+            files.append(ConfigurationFile(path, None, error))
+    return Configuration(tuple(files))
+
+
+# Compilations ---------------------------------------------------------------------------------
+
+
+def remembered_compilation(key: str | None, kind: type[_Kept]) -> _Kept | None:
+    """The compilation (a ``kind``) stored under ``key``, or None (none, or not readable)."""
+    stored = COMPILATIONS.get(key) if key is not None else None
+    if stored is None:
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # unpickling makes containers only, no cycles: collecting them is 2/3 of it
+    try:
+        found = pickle.loads(stored)  # noqa: S301 - the cache is as trusted as __pycache__
+    except Exception:  # noqa: BLE001 - any unreadable entry is a miss, compiled afresh
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+    return found if isinstance(found, kind) else None
+
+
+def remember_compilation(key: str | None, compilation: Compilation) -> None:
+    """Store ``compilation`` under ``key``, unless something in it cannot be kept."""
+    if key is None:
+        return
+    written = io.BytesIO()
+    try:
+        _Pickler(written).dump(compilation)
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
+        return
+    COMPILATIONS.put(key, written.getvalue())
+
+
+class _Pickler(pickle.Pickler):
+    """Pickle, with what it cannot hold itself written as the data it is made from."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is CompiledExpression:
+            if obj.entry is None:
+                raise pickle.PicklingError("an expression without its entry")
+            return _expression, (obj.source, obj.entry)
+        if kind is SourceDocument and obj.entry is not None:
+            return _source, (obj.path, obj.entry, obj.index, obj.lines)
+        if kind is GateValidator:
+            return _validator, (obj.schema, obj.format_checker)
+        if kind is FormatChecker:
+            if obj is not FORMAT_CHECKER:
+                raise pickle.PicklingError("a format checker other than the gate's")
+            return _gate_format_checker, ()
+        if callable(obj) and (made := check_entry(obj)) is not None:
+            return _check, made
+        return NotImplemented
+
+
+def _expression(source: str, entry: bytes) -> CompiledExpression:
+    expression = restored(source, entry)
+    if expression is None:
+        raise ValueError("an expression's entry that does not read")
+    return expression
+
+
+def _source(path: str, entry: bytes, index: int, lines: tuple[str, ...]) -> SourceDocument:
+    for data, places, at, scalars in parsed_documents(entry) or ():
+        if at == index:
+            return SourceDocument(path, data, places, index, scalars, lines, entry)
+    raise ValueError("a document's entry without the document")
+
+
+def _check(entry: bytes, format_checker: FormatChecker | None) -> Check:
+    check = rebuilt_check(entry, format_checker)
+    if check is None:
+        raise ValueError("a schema check's entry without a check")
+    return check
+
+
+def _validator(schema: Any, format_checker: FormatChecker | None) -> Validator:
+    validator: Validator = GateValidator(schema, format_checker=format_checker)
+    return validator
+
+
+def _gate_format_checker() -> FormatChecker:
+    return FORMAT_CHECKER
+
+
+# Lint's findings ------------------------------------------------------------------------------
+
+
+def remembered_findings(key: str | None) -> list[Finding] | None:
+    """The findings stored under ``key``: ``marshal`` data, never run."""
+    stored = LINT_FINDINGS.get(key) if key is not None else None
+    if stored is None:
+        return None
+    try:
+        rows = marshal.loads(stored)
+        return [Finding(Location(path, line, column), severity, code, message)
+                for path, line, column, severity, code, message in rows]
+    except (ValueError, EOFError, TypeError):
+        return None
+
+
+def remember_findings(key: str | None, findings: Sequence[Finding]) -> None:
+    if key is None:
+        return
+    rows = [(f.location.path, f.location.line, f.location.column, f.severity, f.code,
+             f.message) for f in findings]
+    if all(_plain_row(row) for row in rows):
+        LINT_FINDINGS.put(key, marshal.dumps(rows))
+
+
+def _plain_row(row: tuple[Any, ...]) -> bool:
+    kinds: tuple[Callable[[Any], bool], ...] = (
+        lambda v: type(v) is str, lambda v: type(v) is int, lambda v: type(v) is int,
+        lambda v: type(v) is str, lambda v: type(v) is str, lambda v: type(v) is str)
+    return all(test(value) for test, value in zip(kinds, row, strict=True))
