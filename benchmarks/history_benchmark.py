@@ -2,7 +2,12 @@
 history, with 0 to 1,000 earlier entries in the memory store, an SQLite file and (when
 CALLGATE_BENCH_POSTGRES_URL or CALLGATE_TEST_POSTGRES_URL is set) PostgreSQL; next to
 the same call with the history passed by the host, and a call of a tool whose rules do not
-read it (nothing is read). Also what recording one entry costs (``record_history``).
+read it (nothing is read). Also what recording one entry costs (``record_history``), and
+what the run's lease costs a decision: ``Gate.handle`` of the same payment (executed,
+receipt and entry written) in a run the host names, which takes and releases the run's
+lease, next to one in a run it does not name (``run=None``: no other instance can know it,
+so no lease); each call in a fresh run, so both read an empty history. And the lease alone
+(``RunHold`` take and release).
 
 All cells are measured in one run, interleaved, best of ``--repeat``; read the ratios, the
 absolute figures are this machine's.
@@ -26,6 +31,7 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run
+from callgate_rules.pipeline.runs import RunHold
 from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.store.base import ReceiptStore
 from callgate_rules.store.history import HistoryEntry
@@ -57,6 +63,33 @@ def timed(function: Callable[[], Any], calls: int, repeat: int) -> float:
             function()
         best = min(best, (time.perf_counter() - started) / calls)
     return best * 1e6
+
+
+def lease_cells(name: str, config: Any, store: ReceiptStore,
+                now: datetime) -> dict[str, Callable[[], Any]]:
+    """``handle`` with and without the run's lease, and the lease alone, on ``store``."""
+    gate = Gate(config, store=store, secret=b"bench", clock=lambda: now,
+                executors={"sendMoney": lambda request: {"id": "tx"}},
+                resolvers=WorldResolvers({"payees": [
+                    {"id": "PY-1", "owner": "U-1", "iban": PAY["arguments"]["recipient"]}]}))
+    calls = iter(range(10**9))
+
+    def handled(named: bool) -> Any:
+        number = next(calls)
+        run = Run(started_at=now, run_id=f"{name}-lease-{uuid.uuid4().hex}") if named \
+            else None
+        decision = gate.handle(PAY, actor=HOLDER, request_id=f"{name}-{number}", run=run,
+                               now=now)
+        assert decision.route == "return_result", decision.log
+        return decision
+
+    def lease_alone() -> None:
+        with RunHold(gate, f"{name}-alone") as hold:
+            assert hold.take()
+
+    return {f"{name:8} handle, run named (lease)": lambda: handled(True),
+            f"{name:8} handle, run not named (none)": lambda: handled(False),
+            f"{name:8} the lease alone (take, release)": lease_alone}
 
 
 def main() -> None:
@@ -93,6 +126,7 @@ def main() -> None:
             lambda gate=gate, host=host: gate.check(PAY, actor=HOLDER, history=host, now=now)
         cells[f"{name:8} check, a tool that reads none"] = \
             lambda gate=gate: gate.check(READ, actor=HOLDER, run=Run(started_at=T0), now=now)
+        cells.update(lease_cells(name, config, store, now))
         one = entries(f"{name}-record", 1)[0]
         cells[f"{name:8} record_history, one entry"] = \
             lambda store=store, one=one: store.record_history(one)  # type: ignore[attr-defined]
@@ -102,6 +136,12 @@ def main() -> None:
     print(f"{'cell':45} {'us/call':>10} {'x base':>8}")
     for label, micros in results.items():
         print(f"{label:45} {micros:10.1f} {micros / base:8.2f}")
+    print("\nthe run's lease, side by side (handle of a payment, fresh run each):")
+    for name in stores:
+        named = results[f"{name:8} handle, run named (lease)"]
+        unnamed = results[f"{name:8} handle, run not named (none)"]
+        print(f"{name:8} {named:10.1f} us with, {unnamed:10.1f} us without: "
+              f"+{named - unnamed:.1f} us ({named / unnamed:.2f}x)")
     for store in stores.values():
         store.close()
     if url:

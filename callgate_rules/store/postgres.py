@@ -279,6 +279,20 @@ class PostgresStore(SqlReceiptStore):
         ):
             yield cursor
 
+    @contextmanager
+    def _lease_statement(self) -> Iterator[PsycopgCursor[Any]]:
+        # A run lease is atomic, not durable (``SqlReceiptStore._lease_statement``): an
+        # asynchronous commit is seen by every session at once, without waiting for the WAL
+        # flush.
+        with (
+            self._errors_as_store_errors(),
+            self._pool.connection() as connection,
+            connection.transaction(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            yield cursor
+
     def _migrate(self, connection: Connection[Any]) -> list[int]:
         applied = []
         with connection.transaction():

@@ -237,8 +237,9 @@ class SqliteStore(SqlReceiptStore):
 
     # Connections and transactions ----------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+    def _connection(self, kind: str = "connection",
+                    synchronous: str = "FULL") -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, kind, None)
         if connection is not None and not self._closed:
             return connection
         with self._connections_lock:
@@ -254,8 +255,8 @@ class SqliteStore(SqlReceiptStore):
             )
             self._connections.append(connection)
         connection.row_factory = sqlite3.Row
-        connection.execute("PRAGMA synchronous=FULL")
-        self._local.connection = connection
+        connection.execute(f"PRAGMA synchronous={synchronous}")
+        setattr(self._local, kind, connection)
         return connection
 
     @contextmanager
@@ -277,6 +278,13 @@ class SqliteStore(SqlReceiptStore):
         # commits, durably, when it is done.
         with self._errors_as_store_errors():
             yield self._connection().cursor()
+
+    @contextmanager
+    def _lease_statement(self) -> Iterator[sqlite3.Cursor]:
+        # A run lease is atomic, not durable (``SqlReceiptStore._lease_statement``): in WAL
+        # mode synchronous=NORMAL commits without an fsync, on a connection of its own.
+        with self._errors_as_store_errors():
+            yield self._connection("lease_connection", "NORMAL").cursor()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Cursor]:
