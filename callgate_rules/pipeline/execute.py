@@ -9,8 +9,10 @@ reconciliation may decide).
 
 from __future__ import annotations
 
-import concurrent.futures
+import _thread
 import contextvars
+import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,19 +58,104 @@ class Failed:
 
 Outcome = Sent | Failed
 
-_pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="callgate")
+class _Hand:
+    """One long-lived thread that runs a calling thread's executors, so that the caller can
+    stop waiting at the timeout while the executor goes on (its outcome is then unknown).
+
+    The hand-off is two plain locks used as signals, one each way: the caller leaves the
+    job and releases ``_go``; the hand runs it, leaves the outcome and releases ``_done``,
+    which the caller acquires with the timeout. That is the least a thread hop costs: no
+    future, no condition variable, no queue (``ThreadPoolExecutor`` cost about twice as
+    much). A hand whose caller stopped waiting is given up: its thread ends once the
+    executor returns, and the caller's next call gets a new hand, so a hung executor never
+    holds up a later call. ``_settle`` orders the two sides' last steps, so that a hand
+    that answers just as its caller gives up is told to stop rather than left waiting."""
+
+    __slots__ = ("_go", "_done", "_settle", "_job", "_outcome", "_given_up", "generation")
+
+    def __init__(self) -> None:
+        self._go, self._done = _thread.allocate_lock(), _thread.allocate_lock()
+        self._settle = _thread.allocate_lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._job: tuple[contextvars.Context, Executor, ExecutionRequest] | None = None
+        self._outcome: tuple[bool, Any] = (False, None)
+        self._given_up = False
+        self.generation = _generation
+        # A daemon: an executor that never returns must not keep the process from exiting.
+        threading.Thread(target=self._serve, name="callgate-executor", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            job = self._job
+            if job is None:  # given up while it was waiting for the next job
+                return
+            context, executor, request = job
+            try:
+                self._outcome = (True, context.run(executor, request))
+            except BaseException as error:  # noqa: BLE001 - handed back to the caller
+                self._outcome = (False, error)
+            with self._settle:
+                self._done.release()
+                if self._given_up:
+                    return
+
+    def run(self, executor: Executor, request: ExecutionRequest, timeout: float) -> Any:
+        """``executor(request)`` in the caller's context; raises ``TimeoutError`` when no
+        answer came within ``timeout`` seconds (the executor may still be running)."""
+        # The executor runs in the caller's context (tracing spans, an async host's event
+        # loop for ``AsyncGate``), as it would were it called in the caller's thread.
+        self._job = (contextvars.copy_context(), executor, request)
+        self._go.release()
+        if not self._done.acquire(True, timeout):
+            self._give_up()
+            raise TimeoutError
+        self._job = None
+        answered, outcome = self._outcome
+        self._outcome = (False, None)  # keep no result alive between calls
+        if answered:
+            return outcome
+        raise outcome
+
+    def _give_up(self) -> None:
+        _hands.hand = None
+        with self._settle:
+            self._given_up = True
+            answered_meanwhile = self._done.acquire(False)
+        if answered_meanwhile:  # it waits for a next job: there is none
+            self._job = None
+            self._go.release()
+
+
+# Each calling thread has its own hand; a child process after ``fork`` has none of its
+# parent's threads, so a hand made before the fork is never used in the child.
+_hands = threading.local()
+_generation = 0
+
+
+def _forked() -> None:
+    global _generation
+    _generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def _hand() -> _Hand:
+    hand: _Hand | None = getattr(_hands, "hand", None)
+    if hand is None or hand.generation != _generation:
+        hand = _hands.hand = _Hand()
+    return hand
 
 
 def send(executor: Executor, request: ExecutionRequest, contract: Contract,
          timeout: float) -> Outcome:
     """Call the executor with a timeout. A timeout is an unknown outcome: the call may still
     complete at the destination, which is exactly what reconciliation is for."""
-    # The executor runs in the caller's context (tracing spans, an async host's event loop
-    # for ``AsyncGate``), as it would were it called in the caller's thread.
-    future = _pool.submit(contextvars.copy_context().run, executor, request)
     try:
-        return Sent(future.result(timeout=max(timeout, 0.0)))
-    except concurrent.futures.TimeoutError:
+        return Sent(_hand().run(executor, request, max(timeout, 0.0)))
+    except TimeoutError:  # as before the hand: an executor's own TimeoutError counts too
         return Failed(ErrorClass.UNKNOWN_OUTCOME,
                       f"no answer within {timeout:g}s after sending")
     except Exception as error:  # noqa: BLE001 - every executor failure is classified

@@ -46,8 +46,8 @@ from callgate_rules.pipeline.machine import (
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.preview import Preview, previewed
-from callgate_rules.pipeline.record import draft
-from callgate_rules.pipeline.route import Ending, Progress, Run, counted, goes_on
+from callgate_rules.pipeline.record import counted, draft
+from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.runs import RunHold, history_of
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.store import open_store

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from callgate_rules.documents.model import Contract
 from callgate_rules.integrations import provenance
 from callgate_rules.integrations.decision_log import replay_record
-from callgate_rules.pipeline.decision import ShadowVerdict
+from callgate_rules.pipeline.decision import Decision, Deferred, ShadowVerdict
 from callgate_rules.taxonomy import ErrorClass, Route
 
 if TYPE_CHECKING:  # a type only: parse reads validate, which reads MASK from here
@@ -59,6 +59,45 @@ def log_record(
         record["replay"] = _replay_inputs(contract, arguments, masking, actor, session,
                                           variables, route, error_class, rule)
     return record
+
+
+def executed_log(counted: Mapping[str, Any],
+                 checked: Mapping[str, Any] | Deferred[Mapping[str, Any]],
+                 arguments: Mapping[str, Any] | None, contract: Contract,
+                 operation: str | None, detail: str, receipt_state: str | None, result: Any,
+                 review_id: str | None, elapsed_ms: float) -> dict[str, Any]:
+    """The log record of an executed call: the check's (``checked``, read here and not
+    through the decision's field, whose first read holds the lock this runs under), with
+    what execution did (``counted``: what the counters read, worked out when it ended),
+    masked like the arguments it may echo."""
+    masking = Masking(contract, arguments or {})
+    return {
+        **(checked() if isinstance(checked, Deferred) else checked),
+        "route": counted["route"],
+        "error_class": counted["error_class"],
+        "detail": masking(detail),
+        "operation_id": operation,
+        "receipt_state": receipt_state,
+        # the destination's own answer, never the model's retelling; masked like the
+        # arguments it may echo
+        "result": masking(result),
+        "retries": counted["retries"],
+        "reconciled": counted["reconciled"],
+        "unknown_outcome": counted["unknown_outcome"],
+        "review_id": review_id,
+        "elapsed_ms": elapsed_ms,
+    }
+
+
+def counted(decision: Decision) -> Mapping[str, Any]:
+    """What ``decision_log.count`` reads of a decision's log: for an executed call whose
+    log nobody has read yet, the few fields worked out when it ended, so that counting does
+    not build the whole record; else the log itself."""
+    log = decision.__dict__.get("log")
+    if type(log) is Deferred and log.func is executed_log:
+        facts: Mapping[str, Any] = log.args[0]
+        return facts
+    return decision.log
 
 
 def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Masking | None,

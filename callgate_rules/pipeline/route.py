@@ -33,7 +33,7 @@ from callgate_rules.pipeline.decision import (
 )
 from callgate_rules.pipeline.messages import agent_message, user_message
 from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
-from callgate_rules.pipeline.record import Masking, compact, log_record
+from callgate_rules.pipeline.record import compact, executed_log, log_record
 from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
@@ -418,7 +418,9 @@ class Router:
 
     def ended(self, decision: Decision, progress: Progress, ending: Ending,
               operation: str | None) -> Decision:
-        """The decision of steps 1–4, completed with what execution did."""
+        """The decision of steps 1–4, completed with what execution did. Its log record
+        and trace are put together when first read, as a check's are; what the counters
+        read of the log (``counted``) is worked out now."""
         contract = progress.contract
         assert contract is not None
         agent, user = self._ending_messages(decision, progress, ending, contract)
@@ -426,29 +428,29 @@ class Router:
             agent = f"{agent} Note: {progress.call.note}."
         progress.trace.append(("route", str(ending.error_class or "executed"),
                                str(ending.route)))
-        masking = Masking(contract, decision.arguments or {})
-        log = {
-            **decision.log,
+        trace = tuple(progress.trace)
+        counted = {
             "route": str(ending.route),
             "error_class": str(ending.error_class) if ending.error_class else None,
-            "detail": masking(ending.detail),
-            "operation_id": operation,
-            "receipt_state": ending.receipt_state,
-            # the destination's own answer, never the model's retelling; masked like the
-            # arguments it may echo
-            "result": masking(ending.result),
             "retries": ending.retries,
-            "reconciled": any(step == "reconcile" for step, *_ in progress.trace),
-            "unknown_outcome": any("unknown_outcome" in result
-                                   for _, _, result, *_ in progress.trace),
-            "review_id": ending.review_id,
-            "elapsed_ms": round((time.perf_counter() - progress.started) * 1000, 3),
+            "reconciled": any(step == "reconcile" for step, *_ in trace),
+            "unknown_outcome": any("unknown_outcome" in result for _, _, result, *_ in trace),
+            "shadow": [verdict.__dict__ for verdict in progress.shadow],
         }
-        return replace(decision, route=ending.route, error_class=ending.error_class,
-                       agent_message=agent, user_message=user, result=ending.result,
-                       operation_id=operation, limit_path=ending.limit_path,
-                       trace=trace_entries(tuple(progress.trace)), log=log,
-                       extra={"review_id": ending.review_id} if ending.review_id else {})
+        elapsed_ms = round((time.perf_counter() - progress.started) * 1000, 3)
+        return _completed(decision, {
+            "route": ending.route, "error_class": ending.error_class,
+            "agent_message": agent, "user_message": user, "result": ending.result,
+            "operation_id": operation, "limit_path": ending.limit_path,
+            "trace": Deferred(trace_entries, trace),
+            # the check's record as it stands (read inside this one's first read, which
+            # holds the lock of first reads: not through the field again)
+            "log": Deferred(executed_log, counted, decision.__dict__["log"],
+                            decision.arguments, contract, operation, ending.detail,
+                            ending.receipt_state, ending.result, ending.review_id,
+                            elapsed_ms),
+            "extra": {"review_id": ending.review_id} if ending.review_id else {},
+        })
 
     def _ending_messages(self, decision: Decision, progress: Progress, ending: Ending,
                          contract: Contract) -> tuple[str, str]:
@@ -580,3 +582,11 @@ _LIMIT_AGENT_MESSAGES = {
                       "the user this cannot be done now.",
 }
 
+
+def _completed(decision: Decision, changes: Mapping[str, Any]) -> Decision:
+    """``dataclasses.replace(decision, **changes)`` without reading every field: a field
+    still to be worked out (a ``Deferred``) stays so in the copy. ``replace`` reads each
+    field and sets each through ``object.__setattr__``, a good part of an executed write."""
+    completed = object.__new__(Decision)
+    object.__setattr__(completed, "__dict__", {**decision.__dict__, **changes})
+    return completed
