@@ -263,3 +263,50 @@ def test_lint_checks_item_label_expressions(config: Path, tmp_path: Path) -> Non
     assert each and where, result.output
     assert ":8:" in each[0] and ":9:" in where[0], result.output  # each at its own line
     assert "known: args, result;" in each[0] or "known: args, result" in each[0], each[0]
+
+
+def test_the_draft_warns_with_what_origins_knows(gate: Any) -> None:
+    """A rule reading ``origins``: the draft the person confirms names the parts of the
+    text that came from labelled content, and the link only an outside mail held."""
+    conversation = [{"role": "user", "content": "mail bob@outside.example a summary"},
+                    *read("c1", "private-board", "the code name is BLUEHERON, launch 2027-03-01")]
+    leak = gate.preview({"name": "send_email", "arguments": {
+        "to": "bob@outside.example", "body": "FYI: blueheron on March 1st, 2027"}},
+        actor=ACTOR, now=NOW, request_id="r1", conversation=conversation)
+    warnings = [line for line in (leak.draft or "").splitlines() if line.startswith("WARNING:")]
+    assert warnings == [
+        'WARNING: body holds what the assistant read: "march 1st, 2027" (labelled '
+        'confidential: read_channel), "blueheron" (labelled confidential: read_channel). '
+        "Check it before you confirm."], leak.draft
+    link = gate.preview({"name": "send_link", "arguments": {
+        "to": "ann@corp.example", "url": "https://bluesparrow-support.example/login"}},
+        actor=ACTOR, now=NOW, request_id="r2", conversation=inbox_conversation("send ann"))
+    assert "WARNING: url was not given by the user: it appears only in content the assistant " \
+        "read (get_received_emails, labelled untrusted). Check it before you confirm." \
+        in (link.draft or ""), link.draft
+
+
+def test_replay_re_decides_a_rule_reading_origins_as_it_was(config: Path,
+                                                            tmp_path: Path) -> None:
+    """The log records each argument's origins and the run's reads for a tool whose rules
+    read them, so ``callgate replay`` decides such a rule again as it was decided."""
+    from callgate_rules.harness.replay import read_log, replay
+    from callgate_rules.integrations.decision_log import DecisionLog
+
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    logged = Gate.from_paths(config / "contracts", config / "policies", decision_log=log,
+                             executors={"send_link": lambda request: {"ok": True}})
+    held = logged.handle({"name": "send_link", "arguments": {
+        "to": "ann@corp.example", "url": "https://bluesparrow-support.example/login"}},
+        actor=ACTOR, now=NOW, request_id="r1", conversation=inbox_conversation("send ann"))
+    assert held.route == Route.AWAIT_CONFIRMATION
+    log.close()
+    [line] = [json.loads(text) for text in path.read_text().splitlines()]
+    assert line["replay"]["origins"]["url"]["labels"] == ["untrusted"]
+    assert [read["labels"] for read in line["replay"]["reads"]] == [["untrusted"]]
+    found = replay(read_log(path), logged.config)
+    assert (found.unchanged, found.changes, found.not_redecided) == (1, (), ())
+    text = CliRunner().invoke(main, ["replay", str(path), str(config / "contracts"),
+                                     str(config / "policies")]).output
+    assert "1 unchanged" in text, text

@@ -3,10 +3,12 @@
 A process owner changes a policy and wants to know what the change would have done to last
 week's traffic before shipping it. Each decision log line of a call that parsed carries the
 inputs the decision read (``integrations.decision_log.ReplayInputs``): the actor and session,
-the decision time, the records each look-up found, the arguments' provenance, and what
-steps 1–4 decided. Replay hands the same call to a gate compiled from the new documents, with
+the decision time, the records each look-up found, the arguments' provenance (and, for a
+tool whose rules read them, their origins and the run's reads), and what steps 1–4
+decided. Replay hands the same call to a gate compiled from the new documents, with
 resolvers that answer from the recorded records and a conversation that answers with the
-recorded provenance, and compares steps 1–4's outcome (route, error class, deciding rule).
+recorded provenance and origins, and compares steps 1–4's outcome (route, error class,
+deciding rule).
 Nothing is executed.
 
 What replay cannot decide again, it says, per line, instead of guessing:
@@ -195,8 +197,9 @@ def redecide(gate: Gate, line: int,
         return NotRedecided(line, request_id, tool, masked)
     resolvers = RecordedResolvers(inputs)
     gate.resolvers = resolvers
-    conversation = RecordedConversation((), sources=inputs.provenance) \
-        if inputs.provenance is not None else None
+    conversation = RecordedConversation(
+        (), sources=inputs.provenance, origins=inputs.origins, reads=inputs.reads) \
+        if inputs.provenance is not None or inputs.origins is not None else None
     try:
         decision = gate.check({"name": tool, "arguments": arguments}, actor=inputs.actor,
                               now=_decision_time(inputs, record), request_id=request_id,

@@ -88,6 +88,9 @@ class ReplayInputs:
     provenance: Any
     masked: tuple[str, ...]
     decided: Decided
+    # a tool whose rules read them: each argument's origins and the run's reads
+    origins: Any = None
+    reads: Any = None
 
     def as_dict(self) -> dict[str, Any]:
         return replay_record(
@@ -95,7 +98,8 @@ class ReplayInputs:
             records={name: (found.collection, found.found)
                      for name, found in self.records.items()},
             provenance=self.provenance, masked=self.masked,
-            decided=(self.decided.route, self.decided.error_class, self.decided.rule))
+            decided=(self.decided.route, self.decided.error_class, self.decided.rule),
+            origins=self.origins, reads=self.reads)
 
     @classmethod
     def of(cls, value: Any) -> ReplayInputs:
@@ -113,7 +117,8 @@ class ReplayInputs:
                 provenance=value.get("provenance"),
                 masked=tuple(str(path) for path in value.get("masked") or ()),
                 decided=Decided(str(decided["route"]), decided.get("error_class"),
-                                decided.get("rule")))
+                                decided.get("rule")),
+                origins=value.get("origins"), reads=value.get("reads"))
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"replay is incomplete ({type(error).__name__}: {error})") \
                 from None
@@ -122,16 +127,20 @@ class ReplayInputs:
 def replay_record(*, now: str | None, actor: Mapping[str, Any], session: Mapping[str, Any],
                   records: Mapping[str, tuple[str, Any]], provenance: Any,
                   masked: tuple[str, ...], decided: tuple[str, str | None, str | None],
-                  ) -> dict[str, Any]:
+                  origins: Any = None, reads: Any = None) -> dict[str, Any]:
     """A log line's ``replay`` as JSON, what ``ReplayInputs.of`` reads back (``records``:
-    look-up name → (collection, what it found); ``decided``: route, error class, rule).
+    look-up name → (collection, what it found); ``decided``: route, error class, rule;
+    ``origins`` and ``reads`` only where the tool's rules read them).
     Made without the dataclasses: every logged decision writes one."""
     route, error_class, rule = decided
-    return {"now": now, "actor": dict(actor), "session": dict(session),
+    made = {"now": now, "actor": dict(actor), "session": dict(session),
             "records": {name: {"collection": collection, "found": found}
                         for name, (collection, found) in records.items()},
             "provenance": provenance, "masked": list(masked),
             "decided": {"route": route, "error_class": error_class, "rule": rule}}
+    if origins is not None:
+        made["origins"], made["reads"] = origins, reads
+    return made
 
 
 def utc_now() -> datetime:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from callgate_rules.documents.model import Contract
 from callgate_rules.integrations import provenance
 from callgate_rules.integrations.decision_log import replay_record
+from callgate_rules.integrations.provenance.drafts import origin_warnings
 from callgate_rules.pipeline.decision import Decision, Deferred, ShadowVerdict
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -117,12 +118,16 @@ def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Ma
     if masking is not None and masking.may_be_in([found for _, found in looked_up.values()]):
         looked_up = {name: (collection, masking(found))
                      for name, (collection, found) in looked_up.items()}
+    origins = variables.get("origins")  # its parts quote the arguments' texts
+    if origins is not None and masking is not None and masking.may_be_in(origins):
+        origins = masking(origins)
     return replay_record(
         now=now.isoformat() if isinstance(now, datetime) else None, actor=actor,
         session=session or {}, records=looked_up, provenance=variables.get("provenance"),
         masked=tuple(".".join(path) for path in contract.mask if _at(arguments, path))
         if contract.mask else (),
-        decided=(str(route), str(error_class) if error_class else None, rule))
+        decided=(str(route), str(error_class) if error_class else None, rule),
+        origins=origins, reads=variables.get("reads"))
 
 
 # What in a log record may repeat an argument's value: a check's detail quotes it, a rule's
@@ -248,12 +253,16 @@ def draft(contract: Contract, variables: Mapping[str, Any]) -> str:
     lines = [summary + ":"]
     for key, value in variables.get("args", {}).items():
         lines.append(f"  {key}: {value if isinstance(value, str) else compact(value)}")
-    # Only the values whose origin a rule of this contract cares about get a warning.
-    watched = {".".join(("args", *path[1:])) for rule in contract.rules
-               for path in rule.expression.references if path[0] == "provenance"}
+    # Only the values whose origin a rule of this contract cares about get a warning: what
+    # ``origins`` knows where a rule reads it, else what ``provenance`` does.
+    references = [path for rule in contract.rules for path in rule.expression.references]
+    warned = origin_warnings(references, variables.get("origins"))
+    lines.extend(line for found in warned.values() for line in found)
+    watched = {".".join(("args", *path[1:])) for path in references
+               if path[0] == "provenance"}
     sources = dict(provenance.flatten(variables.get("provenance", {})))
     for path, found in sources.items():
-        if path not in watched:
+        if path not in watched or path in warned:
             continue
         if found and all(s.startswith(provenance.TOOL) for s in found):
             tools = ", ".join(s.split(":", 1)[1] for s in found if ":" in s) or "a tool"

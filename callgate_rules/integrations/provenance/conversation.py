@@ -64,8 +64,11 @@ class Conversation:
 
 @dataclass(frozen=True)
 class RecordedConversation(Conversation):
-    """A conversation known only by the sources it gave each argument value at the time
-    (the decision log's ``provenance``): what ``callgate replay`` decides again with.
-    ``trace_sources`` answers with ``sources`` as they were recorded."""
+    """A conversation known only by what it told the decision at the time (the decision
+    log's ``provenance``, ``origins`` and ``reads``): what ``callgate replay`` decides
+    again with. ``trace_sources`` answers with ``sources``, ``trace_origins`` with
+    ``origins`` and ``reads``, as they were recorded."""
 
     sources: Any = None
+    origins: Any = None  # None: not recorded (a tool whose rules did not read origins)
+    reads: Any = None

@@ -447,10 +447,12 @@ def trace_origins(arguments: Any, conversation: Conversation | None,
     """The ``origins`` variable (the arguments' shape, each leaf its origins) and the
     ``reads`` variable (every tool result of the run so far, with its labels); ``labelled``:
     the looked-up records that carry labels (``labels.record_labels``)."""
+    if isinstance(conversation, RecordedConversation) and conversation.origins is not None:
+        return conversation.origins, list(conversation.reads or [])  # replayed: as it was
     record_keys = _RecordKeys(records, labelled)
     if conversation is None or conversation.unreadable is not None or \
             isinstance(conversation, RecordedConversation):
-        return unknown(arguments, record_keys), []  # replayed: only provenance was recorded
+        return unknown(arguments, record_keys), []  # replayed, but origins not recorded
     index = reads_index(conversation, labeller, evidence)
 
     def shaped(value: Any) -> Any:
