@@ -7,7 +7,16 @@ time — the least, because a shared machine only ever adds to either. Targets (
 ``import callgate_rules`` ≤ 3× the floor, ``callgate check`` of one call ≤ 2× that again
 (≤ 6× the floor).
 
-    python benchmarks/startup_benchmark.py [--runs 7] [--quick]
+Every interpreter reads its modules' bytecode as an installed package does (``pip install``
+compiles it; an editable install writes ``__pycache__`` on first import): the children run
+without ``PYTHONDONTWRITEBYTECODE`` and with ``PYTHONPYCACHEPREFIX`` set to a private
+temporary directory, so nothing is written into the checkout and the floor's modules are
+read the same way as callgate's; one unmeasured run of each command fills it, and fills the
+load cache (``CALLGATE_CACHE_DIR``, also a private temporary directory). ``--no-bytecode``
+measures instead what an environment with ``PYTHONDONTWRITEBYTECODE=1`` and no
+``__pycache__`` pays: every module of callgate compiled from source in every process.
+
+    python benchmarks/startup_benchmark.py [--runs 7] [--quick] [--no-bytecode]
 
 ``--quick`` runs each command three times: a smoke check, not a measurement.
 """
@@ -19,6 +28,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,15 +41,29 @@ COMMANDS = {
     "import yaml, click (the floor)": ["-c", "import yaml, click"],
     "import callgate_rules": ["-c", "import callgate_rules"],
     "callgate check, one call": CHECK,
+    "callgate check, no load cache": CHECK,
 }
 TARGETS = {"import callgate_rules": 3.0, "callgate check, one call": 6.0}
 
 
-def run_once(arguments: list[str]) -> tuple[float, float]:
+def environment(name: str, scratch: Path, bytecode: bool) -> dict[str, str]:
+    """The child's environment: bytecode read from ``scratch`` (or never written), the load
+    cache in ``scratch`` (or none, for the command measured without it)."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    if bytecode:
+        env["PYTHONPYCACHEPREFIX"] = str(scratch / "bytecode")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CALLGATE_CACHE_DIR"] = "" if name.endswith("no load cache") else str(scratch / "load")
+    return env
+
+
+def run_once(arguments: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one fresh interpreter running ``arguments``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *arguments], cwd=REPO, check=True,
+    subprocess.run([sys.executable, *arguments], cwd=REPO, check=True, env=env,
                    stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -50,17 +74,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="three runs of each")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="compile every module from source in every run")
     options = parser.parse_args()
     runs = 3 if options.quick else options.runs
     cpu: dict[str, list[float]] = {name: [] for name in COMMANDS}
     wall: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for _ in range(runs):  # interleaved, so a busy moment hits every command alike
-        for name, arguments in COMMANDS.items():
-            seconds, elapsed = run_once(arguments)
-            cpu[name].append(seconds)
-            wall[name].append(elapsed)
+    with tempfile.TemporaryDirectory(prefix="callgate-startup-") as directory:
+        envs = {name: environment(name, Path(directory), not options.no_bytecode)
+                for name in COMMANDS}
+        for name, arguments in COMMANDS.items():  # fills the bytecode and the load cache
+            run_once(arguments, envs[name])
+        for _ in range(runs):  # interleaved, so a busy moment hits every command alike
+            for name, arguments in COMMANDS.items():
+                seconds, elapsed = run_once(arguments, envs[name])
+                cpu[name].append(seconds)
+                wall[name].append(elapsed)
     floor_cpu, floor_wall = min(next(iter(cpu.values()))), min(next(iter(wall.values())))
-    print(f"least of {runs} fresh interpreters each, {os.cpu_count()} CPUs")
+    print(f"least of {runs} fresh interpreters each, {os.cpu_count()} CPUs, bytecode "
+          f"{'compiled from source every run' if options.no_bytecode else 'read as installed'}")
     print(f"  {'command':<34} {'CPU':>8} {'ratio':>6} {'wall':>8} {'ratio':>6}  target")
     for name in COMMANDS:
         least_cpu, least_wall = min(cpu[name]), min(wall[name])

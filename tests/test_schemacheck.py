@@ -400,52 +400,39 @@ def test_generated_source_keeps_regular_expressions_out_of_the_code() -> None:
 
 @SETTINGS
 @given(schema=schemas, instances=st.lists(json_values, min_size=1, max_size=6))
-def test_a_check_from_the_load_cache_is_the_check_compiled_afresh(
+def test_a_check_made_again_from_its_data_is_the_check_compiled(
         schema: Any, instances: list[Any]) -> None:
-    """The cache keeps a check as its code object and what its constants are made from
-    (patterns, format checkers, multipleOf): made again from those, it gives the verdicts
-    of the check compiled with no cache at all."""
-    import os
-    import tempfile
-
-    from callgate_rules.documents.cache import SCHEMA_CHECKS, check_key
-    from callgate_rules.documents.schemacheck import check_entry
+    """A whole configuration's entry in the load cache holds a check as its code object and
+    what its constants are made from (patterns, format checkers, multipleOf): made again
+    from that data, it gives the verdicts of the check compiled."""
+    from callgate_rules.documents.schemacheck import check_data, rebuilt_check
 
     assume(valid_schema(schema))
-    before = os.environ.get("CALLGATE_CACHE_DIR")
-    try:
-        os.environ["CALLGATE_CACHE_DIR"] = ""
-        afresh = compile_check(schema, FORMAT_CHECKER)
-        with tempfile.TemporaryDirectory() as directory:
-            os.environ["CALLGATE_CACHE_DIR"] = directory
-            compile_check(schema, FORMAT_CHECKER)  # writes the entry
-            key = check_key(schema, tuple(sorted(FORMAT_CHECKER.checkers)))
-            assume(key is not None)  # NaN, infinities: not JSON, so compiled each time
-            assert SCHEMA_CHECKS.get(key or "") is not None
-            cached = compile_check(schema, FORMAT_CHECKER)
-    finally:
-        os.environ.pop("CALLGATE_CACHE_DIR")
-        if before is not None:
-            os.environ["CALLGATE_CACHE_DIR"] = before
-    assert (cached is None) == (afresh is None)
-    if cached is None or afresh is None:
-        return
-    assert check_entry(cached) is not None
+    check = compile_check(schema, FORMAT_CHECKER)
+    assume(check is not None)
+    assert check is not None
+    made = check_data(check)
+    assert made is not None and made[1] is FORMAT_CHECKER
+    again = rebuilt_check(*made)
     for instance in instances:
-        assert outcome(cached, instance) == outcome(afresh, instance), instance
+        assert outcome(again, instance) == outcome(check, instance), instance
 
 
-def test_format_multiple_and_pattern_constants_are_made_again_from_the_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CALLGATE_CACHE_DIR", str(tmp_path))
+def test_format_multiple_and_pattern_constants_are_made_again_from_data() -> None:
+    from callgate_rules.documents.schemacheck import check_data, rebuilt_check
+
     schema = {"type": "object", "properties": {
         "at": {"type": "string", "format": "date-time"},
         "step": {"type": "number", "multipleOf": 0.5},
         "code": {"type": "string", "pattern": "^R-[0-9]{1,8}$"}}}
-    checks = [compile_check(schema, FORMAT_CHECKER) for _ in range(2)]
-    for check in checks:
-        assert check is not None
-        assert check({"at": "2026-12-01T09:00:00Z", "step": 1.5, "code": "R-12"}) is True
-        assert check({"at": "yesterday"}) is False
-        assert check({"step": 0.7}) is False
-        assert check({"code": "R-123456789"}) is False
+    check = compile_check(schema, FORMAT_CHECKER)
+    assert check is not None and check_data(len) is None
+    made = check_data(check)
+    assert made is not None
+    for each in (check, rebuilt_check(*made)):
+        assert each({"at": "2026-12-01T09:00:00Z", "step": 1.5, "code": "R-12"}) is True
+        assert each({"at": "yesterday"}) is False
+        assert each({"step": 0.7}) is False
+        assert each({"code": "R-123456789"}) is False
+    with pytest.raises(ValueError, match="format checker"):
+        rebuilt_check(made[0], None)  # the format's check is not there to make

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import marshal
 from collections.abc import Callable
-from importlib.util import MAGIC_NUMBER
 from typing import Any
 
 # Re-exported: the store is part of this module's interface (tests and callers use it here).
@@ -43,25 +42,6 @@ def schema_key(schema: Any) -> str | None:
     except (TypeError, ValueError, RecursionError):
         return None
     return VALID_SCHEMAS.key(text.encode("utf-8", "surrogatepass"))
-
-
-# Schemas compiled into predicates (``schemacheck``) -------------------------------------------
-
-SCHEMA_CHECKS = ContentCache("schema-check")
-
-
-def check_key(schema: Any, formats: tuple[str, ...] | None) -> str | None:
-    """The entry name of ``schema``'s compiled check with a format checker of ``formats``
-    (None: no format checker): its JSON text in its own key order (the generated code follows
-    it) and the bytecode magic (the entry holds a code object); None for a schema that is not
-    plain JSON, compiled afresh every time."""
-    if not _plain_json(schema):
-        return None
-    try:
-        text = json.dumps([schema, formats], ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return SCHEMA_CHECKS.key(MAGIC_NUMBER + text.encode("utf-8", "surrogatepass"))
 
 
 # YAML files as composed and constructed ---------------------------------------------------------

@@ -53,7 +53,7 @@ from typing import Any
 from jsonschema import FormatChecker
 from jsonschema.protocols import Validator
 
-from callgate_rules.documents.cache import SCHEMA_CHECKS, check_key
+from callgate_rules.cache import compiled
 
 # Re-exported: the validator whose verdicts these are is part of this module's interface.
 from callgate_rules.documents.gate_validator import GateValidator as GateValidator
@@ -91,72 +91,63 @@ def compile_check(schema: Any, format_checker: FormatChecker | None = None) -> C
     """``schema`` compiled into a predicate with Draft 2020-12 verdicts, or ``None`` when it
     uses a validating keyword this module does not cover. ``format_checker`` checks
     ``format`` as a ``jsonschema`` validator given the same checker does (``None``: format is
-    an annotation). A schema compiled before comes from the load cache: its code object and
-    what its constants are made from (``Recipe``), so no source is generated again."""
-    key = check_key(schema, None if format_checker is None
-                    else tuple(sorted(format_checker.checkers)))
-    stored = SCHEMA_CHECKS.get(key) if key is not None else None
-    if stored is not None:
-        try:
-            return rebuilt_check(stored, format_checker)
-        except _UNREADABLE:
-            pass  # compiled afresh, and the entry written again
+    an annotation)."""
     generator = _Generator(format_checker)
     try:
         root = generator.function(schema)
-        code = compile("\n".join(generator.functions), "<schemacheck>", "exec")
+        # compile(), from the cache: schemas of one shape share their code (the constants
+        # are bound by name), so the code is keyed by the source, not by the schema
+        code = compiled("\n".join(generator.functions), "<schemacheck>")
     except (_Unsupported, PatternError, RecursionError, SyntaxError):
-        if key is not None:
-            SCHEMA_CHECKS.put(key, marshal.dumps(None))  # not compiled, next time either
         return None
-    try:
-        entry = marshal.dumps((code, root, generator.recipes))
-    except ValueError:  # a constant marshal cannot hold (a YAML date in an enum)
-        return _running(code, root, generator.recipes, format_checker, None)
-    if key is not None:
-        SCHEMA_CHECKS.put(key, entry)
-    return _running(code, root, generator.recipes, format_checker, entry)
+    return _running(code, root, generator.recipes, format_checker)
 
 
 # A constant of generated code as made again from plain data: ("value", the value), or
 # ("pattern", its text), ("format", its name), ("multiple", the divisor) for a function.
 Recipe = tuple[str, Any]
-_UNREADABLE = (ValueError, EOFError, TypeError, KeyError, PatternError)
-# Each compiled check's entry and format checker, so that a whole configuration's entry
-# (``documents.snapshot``) can hold the check as the data it is made from.
-_ENTRIES: weakref.WeakKeyDictionary[Check, tuple[bytes, FormatChecker | None]] = \
+# What each compiled check is made from, so that a whole configuration's entry in the load
+# cache (``documents.snapshot``) holds the check as that data, and no source is generated
+# when it is read back.
+_MADE_FROM: weakref.WeakKeyDictionary[
+    Check, tuple[CodeType, str, Mapping[str, Recipe], FormatChecker | None]] = \
     weakref.WeakKeyDictionary()
 
 
-def check_entry(check: Any) -> tuple[bytes, FormatChecker | None] | None:
-    """(the entry, the format checker) a compiled check is made again from, else None."""
+def check_data(check: Any) -> tuple[bytes, FormatChecker | None] | None:
+    """(``marshal`` data, format checker) that ``rebuilt_check`` makes ``check`` again from;
+    None for anything but a compiled check, or one whose constants ``marshal`` cannot hold
+    (a YAML date in an ``enum``)."""
     try:
-        return _ENTRIES.get(check)
+        made = _MADE_FROM.get(check)
     except TypeError:  # not weakly referable: no compiled check
         return None
-
-
-def rebuilt_check(entry: bytes, format_checker: FormatChecker | None) -> Check | None:
-    """The check an entry of ``compile_check`` holds (None: the schema is not compiled);
-    raises one of ``_UNREADABLE`` for an entry that is not one."""
-    stored = marshal.loads(entry)
-    if stored is None:
+    if made is None:
         return None
-    code, root, recipes = stored
+    code, root, recipes, format_checker = made
+    try:
+        return marshal.dumps((code, root, dict(recipes))), format_checker
+    except ValueError:
+        return None
+
+
+def rebuilt_check(data: bytes, format_checker: FormatChecker | None) -> Check:
+    """The check ``check_data`` gave ``data`` of; raises ``ValueError`` (or what reading
+    data that is not such data raises) for anything else."""
+    code, root, recipes = marshal.loads(data)
     if not (isinstance(code, CodeType) and isinstance(root, str) and isinstance(recipes, dict)):
-        raise ValueError("not an entry of compile_check")
-    return _running(code, root, recipes, format_checker, entry)
+        raise ValueError("not the data of a compiled check")
+    return _running(code, root, recipes, format_checker)
 
 
 def _running(code: CodeType, root: str, recipes: Mapping[str, Recipe],
-             format_checker: FormatChecker | None, entry: bytes | None) -> Check:
+             format_checker: FormatChecker | None) -> Check:
     namespace = _namespace()
     for name, (kind, value) in recipes.items():
         namespace[name] = _made(kind, value, format_checker)
     exec(code, namespace)  # noqa: S102 - code this module generated, or its cached copy
     check: Check = namespace[root]
-    if entry is not None:
-        _ENTRIES[check] = (entry, format_checker)
+    _MADE_FROM[check] = (code, root, recipes, format_checker)
     return check
 
 
@@ -164,8 +155,8 @@ def _made(kind: str, value: Any, format_checker: FormatChecker | None) -> Any:
     if kind == "pattern":
         return compile_pattern(value).find
     if kind == "format":
-        if format_checker is None:
-            raise KeyError(value)
+        if format_checker is None or value not in format_checker.checkers:
+            raise ValueError(f"no format checker for {value!r}")
         return _format(*format_checker.checkers[value])
     if kind == "multiple":
         return _multiple_of(value)

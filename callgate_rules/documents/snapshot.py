@@ -6,11 +6,11 @@ process start of a service), and compiling it piece by piece from the per-piece 
 the compilation of the whole configuration is one entry too, named by every file's path and
 text (with callgate's version and code, as every entry is: ``callgate_rules.cache``): a load
 that finds it reads the files, hashes them and reads that one entry, and nothing is parsed,
-checked or generated. The entry is a pickle of the ``Compilation`` in which what pickle cannot
-hold is kept as the plain data it is made from: each CEL expression as its own entry
-(``cel.expression.restored``), each compiled schema check as its code and constants' recipes
-(``schemacheck.rebuilt_check``), each argument validator as its schema, each document as its file's
-entry (``documents.cache``: ``marshal`` data). A configuration with
+checked or generated. The entry is a pickle of the ``Compilation`` in which what pickle
+cannot hold is kept as the plain data it is made from: each CEL expression as its own entry
+(``cel.expression.restored``), each compiled schema check as its code and what its constants
+are made from (``schemacheck.check_data``), each argument validator as its schema, each
+document as its file's entry (``documents.cache``: ``marshal`` data). A configuration with
 anything else in it (a constant pickle refuses) is simply not kept whole; its pieces still
 are. Lint keeps its findings the same way (``remembered_findings``): they are a function of
 the files and of callgate's code, both in the key.
@@ -38,7 +38,7 @@ from callgate_rules.documents.findings import Finding
 from callgate_rules.documents.schemacheck import (
     Check,
     GateValidator,
-    check_entry,
+    check_data,
     rebuilt_check,
 )
 from callgate_rules.documents.source import SourceDocument, iter_yaml_files, read_text
@@ -141,7 +141,7 @@ class _Pickler(pickle.Pickler):
             if obj is not FORMAT_CHECKER:
                 raise pickle.PicklingError("a format checker other than the gate's")
             return _gate_format_checker, ()
-        if callable(obj) and (made := check_entry(obj)) is not None:
+        if callable(obj) and (made := check_data(obj)) is not None:
             return _check, made
         return NotImplemented
 
@@ -160,11 +160,8 @@ def _source(path: str, entry: bytes, index: int, lines: tuple[str, ...]) -> Sour
     raise ValueError("a document's entry without the document")
 
 
-def _check(entry: bytes, format_checker: FormatChecker | None) -> Check:
-    check = rebuilt_check(entry, format_checker)
-    if check is None:
-        raise ValueError("a schema check's entry without a check")
-    return check
+def _check(data: bytes, format_checker: FormatChecker | None) -> Check:
+    return rebuilt_check(data, format_checker)
 
 
 def _validator(schema: Any, format_checker: FormatChecker | None) -> Validator:
