@@ -31,6 +31,10 @@ else in the gate's own memory. A host that keeps its own passes ``history=`` (a 
 ``HistoryEntry``), and then the gate records nothing: ``Gate.history_entry`` makes the
 entry to keep. The history is read only for a tool whose expressions read ``history``,
 and written only when some expression of the configuration reads it.
+
+Such a tool, handled in a run the host names, reads it holding the run's lease
+(``pipeline.runs.RunHold``) until its own entry is written: several instances deciding one
+run's calls take turns, so a cumulative limit over ``history`` holds exactly.
 """
 
 from __future__ import annotations
