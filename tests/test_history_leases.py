@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
@@ -123,6 +125,47 @@ def test_one_holder_at_a_time_until_released_or_expired(store: ReceiptStore) -> 
     assert leases.release_run_lease("run-a", holder="three")
 
 
+# What any sequence of takes and releases may do: the store agrees with the simplest model
+# of a lease (one holder until released or expired), whatever the holders and the times.
+OPERATIONS = st.lists(st.tuples(
+    st.sampled_from(["take", "release"]), st.sampled_from(["one", "two", "three"]),
+    st.integers(min_value=0, max_value=20), st.integers(min_value=1, max_value=10)),
+    max_size=25)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_any_sequence_agrees_with_one_holder_until_released_or_expired(
+        store: ReceiptStore, operations: list[tuple[str, str, int, int]]) -> None:
+    leases, run_id = leases_of(store), f"model-{uuid.uuid4().hex}"
+    held: tuple[str, datetime] | None = None  # the model: holder, expiry
+    for kind, holder, second, length in operations:
+        now = T0 + timedelta(seconds=second)
+        if kind == "take":
+            expected = held is None or held[1] <= now
+            assert leases.take_run_lease(run_id, holder=holder, now=now,
+                                         expires_at=now + timedelta(seconds=length)) \
+                == expected
+            if expected:
+                held = (holder, now + timedelta(seconds=length))
+        else:
+            expected = held is not None and held[0] == holder
+            assert leases.release_run_lease(run_id, holder=holder) == expected
+            if expected:
+                held = None
+
+
+def test_purging_the_history_drops_the_leases_dead_holders_left(store: ReceiptStore) -> None:
+    leases = leases_of(store)
+    assert leases.take_run_lease("dead", holder="died", expires_at=T0, now=T0)
+    assert leases.take_run_lease("live", holder="lives", now=T0,
+                                 expires_at=T0 + timedelta(hours=2))
+    leases.purge_history(older_than=T0 + timedelta(hours=1))
+    assert not leases.release_run_lease("dead", holder="died")  # gone
+    assert leases.release_run_lease("live", holder="lives")  # kept
+
+
 # Through the gate -------------------------------------------------------------------------
 
 
@@ -182,6 +225,21 @@ def test_a_lease_held_past_the_wait_is_transient_not_a_hang(
     assert leases_of(store).take_run_lease(run.run_id, holder="next",
                                            expires_at=utc_now() + timedelta(seconds=5),
                                            now=utc_now())
+
+
+def test_a_fake_sleep_cannot_make_the_wait_spin_forever(config: GateConfig) -> None:
+    # A frozen clock and a sleep that returns at once (a scenario's, a test's): the wait is
+    # bounded by the sleeps it asked for too, so it ends at once instead of after 10 s.
+    store, bank = MemoryStore(), Bank()
+    gate = Gate(config, executors=bank.executors(), store=store, resolvers=ON_FILE,
+                clock=lambda: T0, sleep=lambda seconds: None, secret=b"lease-test-secret")
+    run = Run(started_at=T0, run_id="frozen")
+    store.take_run_lease(run.run_id, holder="elsewhere", expires_at=T0 + timedelta(hours=1),
+                         now=T0)
+    started = time.monotonic()
+    decision = gate.handle(payment(100, "x"), actor=HOLDER, request_id="r1", run=run)
+    assert decision.error_class == ErrorClass.TRANSIENT and bank.payments == []
+    assert time.monotonic() - started < 5  # the bound is 10 s of sleeps, none of them slept
 
 
 def test_a_dead_holders_lease_is_taken_over_once_expired(config: GateConfig) -> None:

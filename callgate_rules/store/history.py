@@ -79,7 +79,10 @@ class RunHistory(Protocol):
         """The run whose history holds ``operation_id``, or ``None``."""
         ...
 
-    def purge_history(self, *, older_than: datetime) -> int: ...
+    def purge_history(self, *, older_than: datetime) -> int:
+        """Delete the entries decided before ``older_than``, and the run leases that
+        expired before it (left by holders that died); how many entries it deleted."""
+        ...
 
     # A run's lease (``pipeline.runs.RunHold``): one history-reading decision at a time.
 
@@ -167,6 +170,8 @@ class MemoryHistory:
         older_than = as_utc(older_than)
         purged = 0
         with self._history_lock:
+            self._leases = {run_id: held for run_id, held in self._leases.items()
+                            if held[1] >= older_than}
             for run_id, entries in list(self._runs.items()):
                 kept = [found for found in entries if found[0].at >= older_than]
                 purged += len(entries) - len(kept)
@@ -218,6 +223,7 @@ TAKE_RUN_LEASE = """
 RELEASE_RUN_LEASE = """
     DELETE FROM callgate_run_leases WHERE run_id = {run_id} AND holder = {holder}
 """
+PURGE_RUN_LEASES = "DELETE FROM callgate_run_leases WHERE expires_at < {cutoff}"
 
 # The table, as each dialect's migration 2 creates it.
 SQLITE_TABLE = [
@@ -301,10 +307,11 @@ class HistoryStatements:
     purge: Query
     take_lease: Query
     release_lease: Query
+    purge_leases: Query
 
     @classmethod
     def of(cls, dialect: Dialect) -> HistoryStatements:
         return cls(render(INSERT_HISTORY, dialect), render(SELECT_HISTORY, dialect),
                    render(MARK_EXECUTED, dialect), render(RUN_OF, dialect),
                    render(PURGE_HISTORY, dialect), render(TAKE_RUN_LEASE, dialect),
-                   render(RELEASE_RUN_LEASE, dialect))
+                   render(RELEASE_RUN_LEASE, dialect), render(PURGE_RUN_LEASES, dialect))

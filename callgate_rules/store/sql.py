@@ -31,10 +31,11 @@ from __future__ import annotations
 import json
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from types import TracebackType
+from typing import Any, ClassVar, Generic, TypeVar
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
@@ -58,6 +59,8 @@ from callgate_rules.store.base import (
 )
 from callgate_rules.store.history import HISTORY_LIMIT, HistoryEntry, HistoryStatements
 from callgate_rules.store.statements import Cursor, Query, Row, Statements, Write, execute
+
+Opened = TypeVar("Opened")
 
 # How often a claim or hold starts over when the receipt it collided with was purged before
 # it could be read; a purge only takes receipts finished long ago, so once is plenty.
@@ -302,9 +305,11 @@ class SqlReceiptStore(ABC):
         return None if row is None else str(row["run_id"])
 
     def purge_history(self, *, older_than: datetime) -> int:
+        parameters = {"cutoff": self._time_parameter(older_than)}
+        with self._lease_statement() as cursor:  # the leases dead holders left behind
+            execute(cursor, self._history_sql.purge_leases, parameters)
         with self._statement() as cursor:
-            execute(cursor, self._history_sql.purge,
-                    {"cutoff": self._time_parameter(older_than)})
+            execute(cursor, self._history_sql.purge, parameters)
             return cursor.rowcount
 
     def take_run_lease(self, run_id: str, *, holder: str, expires_at: datetime,
@@ -371,12 +376,11 @@ class SqlReceiptStore(ABC):
     def _describe_error(self, error: Exception) -> str:
         return str(error)
 
-    @contextmanager
-    def _errors_as_store_errors(self) -> Iterator[None]:
-        try:
-            yield
-        except self._driver_error as exc:
-            raise StoreError(f"receipt store {self.url}: {self._describe_error(exc)}") from exc
+    def _errors_as_store_errors(self) -> DriverErrors[None]:
+        return DriverErrors(self, _nothing)
+
+    def _store_error(self, error: Exception) -> StoreError:
+        return StoreError(f"receipt store {self.url}: {self._describe_error(error)}")
 
     # Parameters and rows -------------------------------------------------------------------
 
@@ -487,6 +491,33 @@ class SqlReceiptStore(ABC):
             resolved_by=row["resolved_by"],
             resolved_at=None if resolved_at is None else time(resolved_at),
         )
+
+
+class DriverErrors(Generic[Opened]):
+    """``with DriverErrors(store, opened) as value``: ``value`` is ``opened()``, and any
+    error of the store's driver, opening it or in the block, is raised as ``StoreError``.
+    A class rather than a generator (``contextlib.contextmanager``): a write enters one per
+    statement, and a generator's context costs about four times as much."""
+
+    __slots__ = ("store", "opened")
+
+    def __init__(self, store: SqlReceiptStore, opened: Callable[[], Opened]) -> None:
+        self.store, self.opened = store, opened
+
+    def __enter__(self) -> Opened:
+        try:
+            return self.opened()
+        except self.store._driver_error as error:
+            raise self.store._store_error(error) from error
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if isinstance(error, self.store._driver_error):
+            raise self.store._store_error(error) from error
+
+
+def _nothing() -> None:
+    return None
 
 
 def pending_migrations(
