@@ -3,8 +3,9 @@ derives something from unchanged content (the documents' YAML and schema checks,
 compiled expressions, Python code objects).
 
 An entry is named by a SHA-256 of what it was derived from (the source content, what the
-derivation depends on, callgate's version), so an entry can never be found for other
-content, and a changed document, a new callgate or a new jsonschema simply finds no entry.
+derivation depends on, callgate's and jsonschema's module files), so an entry can never be
+found for other content, and a changed document, a new callgate or a new jsonschema simply
+finds no entry.
 Where: ``CALLGATE_CACHE_DIR`` if set (empty: no cache at all), else ``$XDG_CACHE_HOME/
 callgate``, else ``~/.cache/callgate``.
 
@@ -33,17 +34,16 @@ _MAGIC = b"callgate-cache 1\n"
 
 @cache
 def _versions() -> str:
-    """callgate's and jsonschema's versions and callgate's source files: any of them
-    changing invalidates every entry."""
-    from importlib import metadata
+    """callgate's and jsonschema's code: a change to any of their module files (an upgrade,
+    an edit of an editable install) invalidates every entry. Their files, not their version
+    numbers: reading an installed distribution's version imports ``importlib.metadata`` and
+    its e-mail parser (about 10 ms of every process's start), and says less."""
+    from importlib.util import find_spec
 
-    found = []
-    for package in ("callgate-rules", "jsonschema"):
-        try:
-            found.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{package} unknown")
-    found.append(f"source {source_fingerprint(os.path.dirname(os.path.abspath(__file__)))}")
+    found = [f"source {source_fingerprint(os.path.dirname(os.path.abspath(__file__)))}"]
+    spec = find_spec("jsonschema")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        found.append(f"jsonschema {source_fingerprint(folder)}")
     return "; ".join(found)
 
 

@@ -65,7 +65,7 @@ def test_a_corrupt_or_deleted_entry_is_checked_afresh_and_written_again(
     others[0].unlink()
     assert cache.VALID_SCHEMAS.get(corrupt.name) is None
 
-    shutil.rmtree(directory / "compilation")  # else the whole configuration's entry serves
+    shutil.rmtree(directory / "compilation", ignore_errors=True)  # else it would serve
     load(documents)
     assert cache.VALID_SCHEMAS.get(corrupt.name) == b""
     assert cache.VALID_SCHEMAS.get(others[0].name) == b""
@@ -244,6 +244,7 @@ def test_a_changed_module_of_callgate_changes_every_key(tmp_path: Path) -> None:
     module.write_text("A = 22\n")
     assert store.source_fingerprint(str(package)) != first
     assert store.source_fingerprint(str(Path(store.__file__).parent)) in store._versions()
+    assert "jsonschema " in store._versions()  # its module files too: an upgrade changes them
 
 
 # Whole configurations and lint's findings (``documents.snapshot``) ---------------------------
@@ -279,6 +280,8 @@ def read(compilation: object) -> list[tuple[object, ...]]:
 def test_an_unchanged_configuration_comes_whole_from_one_entry(
         directory: Path, documents: list[Path]) -> None:
     first = compile_paths(documents)
+    assert not (directory / "compilation").exists(), "kept whole from the second load on"
+    compile_paths(documents)
     (whole,) = entries(directory / "compilation")
     for kind in directory.iterdir():  # every other entry gone: none of them is needed
         if kind.name != "compilation":
@@ -298,9 +301,10 @@ def test_an_unchanged_configuration_comes_whole_from_one_entry(
 def test_a_changed_or_broken_file_gets_its_own_compilation(
         directory: Path, documents: list[Path]) -> None:
     compile_paths(documents)
+    compile_paths(documents)
     contract = documents[0] / "createFollowUp.yaml"
     contract.write_text(contract.read_text().replace("maxLength: 500", "maxLength: -5"))
-    for _ in range(2):  # compiled, then from its own entry: the same findings
+    for _ in range(3):  # compiled, then kept whole, then from its own entry: the same findings
         broken = compile_paths(documents)
         assert broken.config is None
         assert any("not a valid JSON Schema" in str(f) for f in broken.errors)
@@ -313,6 +317,7 @@ def test_a_changed_or_broken_file_gets_its_own_compilation(
 def test_a_corrupt_compilation_entry_is_compiled_afresh_and_written_again(
         directory: Path, documents: list[Path]) -> None:
     first = compile_paths(documents)
+    compile_paths(documents)
     (whole,) = entries(directory / "compilation")
     whole.write_bytes(whole.read_bytes()[:-5])
     again = compile_paths(documents)
@@ -338,9 +343,9 @@ def test_lint_keeps_its_findings_for_unchanged_files(directory: Path,
     first = lint(documents, notes=True)
     assert first, "the changed contract has findings"
     (kept,) = entries(directory / "lint-findings")
-    shutil.rmtree(directory / "compilation")  # the findings alone answer: nothing compiled
+    shutil.rmtree(directory / "compiled-once")  # the findings alone answer: nothing compiled
     assert lint(documents, notes=True) == first
-    assert not (directory / "compilation").exists()
+    assert not (directory / "compiled-once").exists()
     assert lint(documents) == [f for f in first if f.severity != "note"]
     kept.write_bytes(kept.read_bytes()[:-1])  # corrupt: linted afresh
     assert lint(documents, notes=True) == first

@@ -4,15 +4,16 @@ An unchanged configuration is the common case (every ``callgate check``, every C
 process start of a service), and compiling it piece by piece from the per-piece entries of
 ``documents.cache`` still read a few thousand entry files and built every object again. So
 the compilation of the whole configuration is one entry too, named by every file's path and
-text (with callgate's version and code, as every entry is: ``callgate_rules.cache``): a load
-that finds it reads the files, hashes them and reads that one entry, and nothing is parsed,
-checked or generated. The entry is a pickle of the ``Compilation`` in which what pickle
-cannot hold is kept as the plain data it is made from: each CEL expression as its own entry
-(``cel.expression.restored``), each compiled schema check as its code and what its constants
-are made from (``schemacheck.check_data``), each argument validator as its schema, each
-document as its file's entry (``documents.cache``: ``marshal`` data). A configuration with
-anything else in it (a constant pickle refuses) is simply not kept whole; its pieces still
-are. Lint keeps its findings the same way (``remembered_findings``): they are a function of
+text (with callgate's and jsonschema's code, as every entry is: ``callgate_rules.cache``): a
+load that finds it (the second load of the same files writes it) reads the files, hashes
+them and reads that one entry, and nothing is parsed, checked or generated. The entry is a
+pickle of the ``Compilation`` in which what pickle cannot hold is kept as the plain data it
+is made from: each CEL expression as its own entry (``cel.expression.restored``), each
+compiled schema check as its code and what its constants are made from
+(``schemacheck.check_data``), each argument validator as its schema, each document as its
+file's entry (``documents.cache``: ``marshal`` data). A configuration with anything else in
+it (a constant pickle refuses) is simply not kept whole; its pieces still are. Lint keeps
+its findings the same way (``remembered_findings``): they are a function of
 the files and of callgate's code, both in the key.
 """
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # the compiler imports this module
     from callgate_rules.documents.compiler import Compilation
 
 COMPILATIONS = ContentCache("compilation")
+SEEN = ContentCache("compiled-once")  # an empty entry: these files were compiled before
 LINT_FINDINGS = ContentCache("lint-findings")
 _Kept = TypeVar("_Kept")
 
@@ -110,8 +112,15 @@ def remembered_compilation(key: str | None, kind: type[_Kept]) -> _Kept | None:
 
 
 def remember_compilation(key: str | None, compilation: Compilation) -> None:
-    """Store ``compilation`` under ``key``, unless something in it cannot be kept."""
+    """Store ``compilation`` under ``key`` the second time these files are compiled (the
+    first time, note that they were), unless something in it cannot be kept. A first load
+    already writes every piece, and a configuration being edited changes before it is
+    loaded again: keeping each edit whole would cost it time (about 4%) and the cache space
+    (the entry is about 17 KB a contract) for an entry never read."""
     if key is None:
+        return
+    if SEEN.get(key) is None:
+        SEEN.put(key, b"")
         return
     written = io.BytesIO()
     try:
