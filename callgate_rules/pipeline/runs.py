@@ -118,8 +118,9 @@ class RunHold:
     def __enter__(self) -> RunHold:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        if self.holder is not None:  # most holds take nothing: no call to release
+            self.release()
 
     def take(self) -> bool:
         """Whether the lease was had within the wait. Bounded twice: by the time that
