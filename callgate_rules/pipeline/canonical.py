@@ -43,16 +43,28 @@ def canonical_json(value: Any) -> str:
 
 
 def arguments_hash(arguments: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
+    return _hash_of(canonical_json(arguments).encode("utf-8"))
 
 
 def operation_id(request_id: str, tool: str, contract_name: str,
                  arguments: Mapping[str, Any]) -> str:
     """``op_`` + 32 hex digits of SHA-256 over the four parts, each length-prefixed so that
     no two different tuples can produce the same input bytes."""
+    return operation_keys(request_id, tool, contract_name, arguments)[0]
+
+
+def operation_keys(request_id: str, tool: str, contract_name: str,
+                   arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """``(operation_id(...), arguments_hash(arguments))`` from one canonical text of the
+    arguments: a write needs both, and the text is the larger part of their cost."""
+    text = canonical_json(arguments).encode("utf-8")
     digest = hashlib.sha256()
-    for part in (request_id, tool, contract_name, canonical_json(arguments)):
-        data = part.encode("utf-8")
+    for data in (request_id.encode("utf-8"), tool.encode("utf-8"),
+                 contract_name.encode("utf-8"), text):
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
-    return "op_" + digest.hexdigest()[:32]
+    return "op_" + digest.hexdigest()[:32], _hash_of(text)
+
+
+def _hash_of(text: bytes) -> str:
+    return hashlib.sha256(text).hexdigest()

@@ -31,7 +31,7 @@ from callgate_rules.integrations import confirmation, decision_log
 from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.integrations.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.pipeline import parse, propose
-from callgate_rules.pipeline.canonical import arguments_hash, operation_id
+from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
 from callgate_rules.pipeline.execute import Executor, Finder
 from callgate_rules.pipeline.history import entry_of, kept_result
@@ -336,11 +336,12 @@ class Gate:
         contract = progress.contract
         assert contract is not None and progress.call is not None
         arguments = progress.call.arguments
+        operation_id, args_hash = operation_keys(request_id, contract.name,
+                                                 contract.document.name, arguments)
         operation = NewOperation(
-            operation_id=operation_id(request_id, contract.name, contract.document.name,
-                                      arguments),
-            request_id=request_id, tool=contract.name, contract_version=contract.version,
-            args_hash=arguments_hash(arguments), arguments=arguments, actor=dict(actor))
+            operation_id=operation_id, request_id=request_id, tool=contract.name,
+            contract_version=contract.version, args_hash=args_hash, arguments=arguments,
+            actor=dict(actor))
         return WriteMachine(
             contract=contract, operation=operation, executor=self._executor(contract),
             finder=self.finder, store=self.store, routing=self.config.routing,

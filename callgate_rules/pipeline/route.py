@@ -429,12 +429,16 @@ class Router:
         progress.trace.append(("route", str(ending.error_class or "executed"),
                                str(ending.route)))
         trace = tuple(progress.trace)
+        reconciled = unknown_outcome = False
+        for entry in trace:  # one pass: an executed write's trace has a score of entries
+            reconciled = reconciled or entry[0] == "reconcile"
+            unknown_outcome = unknown_outcome or "unknown_outcome" in entry[2]
         counted = {
             "route": str(ending.route),
             "error_class": str(ending.error_class) if ending.error_class else None,
             "retries": ending.retries,
-            "reconciled": any(step == "reconcile" for step, *_ in trace),
-            "unknown_outcome": any("unknown_outcome" in result for _, _, result, *_ in trace),
+            "reconciled": reconciled,
+            "unknown_outcome": unknown_outcome,
             "shadow": [verdict.__dict__ for verdict in progress.shadow],
         }
         elapsed_ms = round((time.perf_counter() - progress.started) * 1000, 3)

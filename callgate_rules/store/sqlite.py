@@ -29,7 +29,7 @@ from typing import Any
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc
 from callgate_rules.store.history import SQLITE_LEASES, SQLITE_TABLE, HistoryStatements
-from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
+from callgate_rules.store.sql import DriverErrors, SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
 # Each entry upgrades the schema by one version; never edit one that has shipped.
@@ -272,12 +272,10 @@ class SqliteStore(SqlReceiptStore):
                     connection.execute("ROLLBACK")
                 raise
 
-    @contextmanager
-    def _statement(self) -> Iterator[sqlite3.Cursor]:
+    def _statement(self) -> DriverErrors[sqlite3.Cursor]:
         # No BEGIN: each statement takes the write lock (waiting out the busy timeout) and
         # commits, durably, when it is done.
-        with self._errors_as_store_errors():
-            yield self._connection().cursor()
+        return DriverErrors(self, self._cursor)
 
     @contextmanager
     def _lease_statement(self) -> Iterator[sqlite3.Cursor]:
@@ -286,10 +284,11 @@ class SqliteStore(SqlReceiptStore):
         with self._errors_as_store_errors():
             yield self._connection("lease_connection", "NORMAL").cursor()
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Cursor]:
-        with self._errors_as_store_errors():
-            yield self._connection().cursor()
+    def _read(self) -> DriverErrors[sqlite3.Cursor]:
+        return DriverErrors(self, self._cursor)
+
+    def _cursor(self) -> sqlite3.Cursor:
+        return self._connection().cursor()
 
 
 def _open_failure(url: str, exc: Exception) -> str:
