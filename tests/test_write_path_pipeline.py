@@ -1,0 +1,216 @@
+"""The write path around the store: the executor's hand-off, the operation keys, and the
+executed call's log record built when first read.
+
+The executor runs on a long-lived thread of the calling thread's own (``execute._Hand``),
+so that the caller can stop waiting at the timeout; these tests hold it to what the pool
+it replaced did: a timeout is an unknown outcome and a later call is not held up by a hung
+executor, exceptions come back classified, the caller's context is the executor's, and a
+forked child never waits for a thread it does not have.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import os
+import random
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from callgate_rules import Gate, Route
+from callgate_rules.documents.compiler import load
+from callgate_rules.errors import Unavailable
+from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.harness.simulator import Simulator, faults_by_tool
+from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.pipeline.canonical import (
+    arguments_hash,
+    canonical_json,
+    operation_id,
+    operation_keys,
+)
+from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent, send
+from callgate_rules.pipeline.record import counted
+from callgate_rules.store import MemoryStore
+from callgate_rules.taxonomy import ErrorClass
+
+from .conftest import CONTRACTS, POLICIES, Calls
+
+CONFIG = load([CONTRACTS, POLICIES])
+CONTRACT = CONFIG.contracts["createFollowUp"]
+REQUEST = ExecutionRequest("createFollowUp", {"ticketId": "T-1"}, "op_1",
+                           datetime(2026, 11, 29, 12, tzinfo=UTC), {"id": "U-7"})
+
+
+def hands() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "callgate-executor"]
+
+
+# The hand-off ----------------------------------------------------------------------------------
+
+
+def test_the_executor_answers_through_one_long_lived_thread() -> None:
+    send(lambda request: request.operation_id, REQUEST, CONTRACT, 5.0)
+    before = hands()
+    answers = [send(lambda request, n=n: (request.operation_id, n), REQUEST, CONTRACT, 5.0)
+               for n in range(50)]
+    assert answers == [Sent(("op_1", n)) for n in range(50)]
+    assert hands() == before  # the same thread served all fifty
+
+
+def test_a_hung_executor_is_an_unknown_outcome_and_holds_up_no_later_call() -> None:
+    release = threading.Event()
+    started = time.monotonic()
+    timed_out = send(lambda request: release.wait(10), REQUEST, CONTRACT, 0.05)
+    assert timed_out == Failed(ErrorClass.UNKNOWN_OUTCOME, "no answer within 0.05s after sending")
+    # The next call gets a new hand at once, though the first executor still runs.
+    assert send(lambda request: "next", REQUEST, CONTRACT, 5.0) == Sent("next")
+    assert time.monotonic() - started < 5
+    given_up = [t for t in hands() if t.is_alive()]
+    release.set()
+    for thread in given_up:
+        thread.join(5)
+    assert len([t for t in hands() if t.is_alive()]) == 1  # the given-up hand ended
+
+
+def test_an_executor_answering_as_its_caller_gives_up_leaves_no_thread_waiting() -> None:
+    # Answers land on either side of the timeout; every given-up hand must end.
+    for delay in (0.0, 0.001, 0.002, 0.003):
+        send(lambda request, delay=delay: time.sleep(delay), REQUEST, CONTRACT, 0.002)
+    deadline = time.monotonic() + 5
+    while len([t for t in hands() if t.is_alive()]) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len([t for t in hands() if t.is_alive()]) <= 1
+
+
+def test_an_executors_exception_comes_back_classified() -> None:
+    def unavailable(request: ExecutionRequest) -> Any:
+        raise Unavailable("down for maintenance")
+
+    failed = send(unavailable, REQUEST, CONTRACT, 5.0)
+    assert isinstance(failed, Failed) and failed.error_class == ErrorClass.TRANSIENT
+    assert "down for maintenance" in failed.detail
+
+
+def test_an_interrupt_in_the_executor_is_raised_in_the_caller() -> None:
+    def interrupted(request: ExecutionRequest) -> Any:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        send(interrupted, REQUEST, CONTRACT, 5.0)
+    assert send(lambda request: 1, REQUEST, CONTRACT, 5.0) == Sent(1)
+
+
+SPAN: contextvars.ContextVar[str] = contextvars.ContextVar("span", default="none")
+
+
+def test_the_executor_runs_in_the_callers_context() -> None:
+    SPAN.set("caller's span")
+    assert send(lambda request: SPAN.get(), REQUEST, CONTRACT, 5.0) == Sent("caller's span")
+
+
+def test_each_calling_thread_has_its_own_hand() -> None:
+    seen: dict[int, str] = {}
+
+    def call(n: int) -> None:
+        answer = send(lambda request: threading.current_thread().name, REQUEST, CONTRACT, 5.0)
+        assert isinstance(answer, Sent)
+        seen[n] = answer.result
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(seen) == [0, 1, 2, 3]
+    assert set(seen.values()) == {"callgate-executor"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_gets_a_hand_of_its_own() -> None:
+    send(lambda request: "parent", REQUEST, CONTRACT, 5.0)  # the parent's hand exists
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports by its exit status
+        answer = send(lambda request: "child", REQUEST, CONTRACT, 2.0)
+        os._exit(0 if answer == Sent("child") else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+# Operation keys --------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(st.text(max_size=8), st.text(max_size=8),
+       st.dictionaries(st.text(max_size=5), json_values, max_size=4))
+def test_operation_keys_are_the_documented_digests(request_id: str, tool: str,
+                                                    arguments: dict[str, Any]) -> None:
+    """The ID as ``canonical`` documents it (SHA-256 over the length-prefixed parts),
+    worked out here independently: an ID must not change between versions, or a retry
+    across an upgrade would look like a new write."""
+    digest = hashlib.sha256()
+    for part in (request_id, tool, "contract", canonical_json(arguments)):
+        data = part.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    expected_hash = hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
+    keys = operation_keys(request_id, tool, "contract", arguments)
+    assert keys == ("op_" + digest.hexdigest()[:32], expected_hash)
+    assert keys == (operation_id(request_id, tool, "contract", arguments),
+                    arguments_hash(arguments))
+
+
+# The executed call's log record ------------------------------------------------------------------
+
+
+def make_gate(world: dict[str, Any], faults: dict[str, Any] | None = None) -> Gate:
+    simulator = Simulator(world, faults_by_tool(faults or {}))
+    clock = FakeClock(datetime(2026, 11, 29, 12, tzinfo=UTC))
+    return Gate(CONFIG, resolvers=WorldResolvers(world), executors=simulator.executors(),
+                finder=simulator.find, store=MemoryStore(), clock=clock, sleep=clock.sleep,
+                rng=random.Random(7), secret=b"test-secret")
+
+
+@pytest.mark.parametrize("faults", [
+    {},
+    {"createFollowUp": {"timeout_after_applying": 1, "fail_before_sending": 1}},
+    {"createFollowUp": {"corrupt_result": True}},
+], ids=["executed", "retried-and-reconciled", "to-review"])
+def test_what_the_counters_read_is_what_the_log_says(reference_world: dict[str, Any],
+                                                     dana: dict[str, Any],
+                                                     faults: dict[str, Any]) -> None:
+    gate = make_gate(reference_world, faults)
+    decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
+    facts = dict(counted(decision))  # before the log is read: the few fields worked out
+    log = decision.log
+    assert facts == {key: log[key] for key in facts}
+    assert counted(decision) is log  # once read, the log itself
+
+
+def test_an_executed_calls_log_reads_as_it_was_when_the_call_ended(
+        reference_world: dict[str, Any], dana: dict[str, Any]) -> None:
+    gate = make_gate(reference_world)
+    started = time.perf_counter()
+    decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
+    took_ms = (time.perf_counter() - started) * 1000
+    time.sleep(0.05)
+    log = decision.log
+    assert decision.route == Route.RETURN_RESULT
+    assert (log["route"], log["receipt_state"], log["operation_id"]) == (
+        "return_result", "succeeded", decision.operation_id)
+    assert log["result"] == decision.result and log["request_id"] == "r1"
+    assert log["elapsed_ms"] <= took_ms  # taken when the call ended, not when it was read
+    assert [entry.step for entry in decision.trace][-1] == "route"
+    assert decision.log is log  # built once
