@@ -144,7 +144,7 @@ def compile_paths(paths: str | Path | Iterable[str | Path], *,
         try:
             if file.error is not None:
                 raise file.error
-            sources.extend(parse_yaml_text(file.text or "", str(file.path)))
+            sources.extend(parse_yaml_text(file.text or "", str(file.path), file.key))
         except InputError as error:
             findings.append(finding_from_input_error(str(error), str(file.path)))
     compilation = compile_documents(sources, advanced=advanced)

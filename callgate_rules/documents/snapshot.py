@@ -26,6 +26,7 @@ import marshal
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +35,7 @@ from jsonschema.protocols import Validator
 
 from callgate_rules.cache import ContentCache, cache_directory
 from callgate_rules.cel.expression import CompiledExpression, restored
-from callgate_rules.documents.cache import parsed_documents
+from callgate_rules.documents.cache import parsed_documents, yaml_key
 from callgate_rules.documents.findings import Finding
 from callgate_rules.documents.schemacheck import (
     Check,
@@ -63,6 +64,14 @@ class ConfigurationFile:
     text: str | None
     error: InputError | None = None
 
+    @cached_property
+    def key(self) -> str:
+        """The file's entry name as read YAML (``documents.cache.yaml_key``): it names its
+        path and text, so the configuration's key is made of these, each computed once."""
+        if self.text is None:
+            return f"unreadable {self.error}"
+        return yaml_key(self.text, str(self.path))
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -74,9 +83,7 @@ class Configuration:
         """The entry name in ``cache`` for these files; None when there is no cache."""
         if cache_directory() is None:
             return None
-        named = [[str(file.path), file.text, None if file.error is None else str(file.error)]
-                 for file in self.files]
-        return cache.key(json.dumps(named).encode())
+        return cache.key(json.dumps([file.key for file in self.files]).encode())
 
 
 def read_configuration(paths: Iterable[Path]) -> Configuration:

@@ -250,14 +250,15 @@ _FAST_COMPOSER: type[Any] | None = getattr(yaml, "CSafeLoader", None) \
     if _libyaml_bounds_nesting() else None
 
 
-def parse_yaml_text(text: str, path: str) -> list[SourceDocument]:
+def parse_yaml_text(text: str, path: str, key: str | None = None) -> list[SourceDocument]:
     """Every document in ``text``; raises ``InputError`` naming the line on a YAML error or
-    on a broken bound (bytes, depth, nodes after alias expansion)."""
+    on a broken bound (bytes, depth, nodes after alias expansion). ``key``: the text's
+    ``cache.yaml_key``, when the caller has it already."""
     if len(text) > MAX_YAML_BYTES // 4:  # below that, no encoding can exceed the bound
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_YAML_BYTES:
             raise _too_large(path, size)
-    key = cache.yaml_key(text, path)  # an unchanged file is read as it was last time
+    key = key or cache.yaml_key(text, path)  # an unchanged file is read as last time
     stored = cache.PARSED_YAML.get(key)
     remembered = cache.parsed_documents(stored) if stored is not None else None
     if remembered is not None:
