@@ -10,9 +10,9 @@ them and reads that one entry, and nothing is parsed, checked or generated. The 
 pickle of the ``Compilation`` in which what pickle cannot hold is kept as the plain data it
 is made from: each CEL expression as its own entry (``cel.expression.restored``), each
 compiled schema check as its code and what its constants are made from
-(``schemacheck.check_data``), each argument validator as its schema, each document as its
-file's entry (``documents.cache``: ``marshal`` data). A configuration with anything else in
-it (a constant pickle refuses) is simply not kept whole; its pieces still are. Lint keeps
+(``schemacheck.check_data``), each argument validator as its schema, each document as
+``marshal`` data (its places read only when asked for). A configuration with anything else
+in it (a constant pickle refuses) is simply not kept whole; its pieces still are. Lint keeps
 its findings the same way (``remembered_findings``): they are a function of
 the files and of callgate's code, both in the key.
 """
@@ -24,7 +24,7 @@ import io
 import json
 import marshal
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +35,7 @@ from jsonschema.protocols import Validator
 
 from callgate_rules.cache import ContentCache, cache_directory
 from callgate_rules.cel.expression import CompiledExpression, restored
-from callgate_rules.documents.cache import parsed_documents, yaml_key
+from callgate_rules.documents.cache import yaml_key
 from callgate_rules.documents.findings import Finding
 from callgate_rules.documents.schemacheck import (
     Check,
@@ -149,8 +149,13 @@ class _Pickler(pickle.Pickler):
             if obj.entry is None:
                 raise pickle.PicklingError("an expression without its entry")
             return _expression, (obj.source, obj.entry)
-        if kind is SourceDocument and obj.entry is not None:
-            return _source, (obj.path, obj.entry, obj.index, obj.lines)
+        if kind is SourceDocument:
+            try:  # marshal refuses what it cannot hold exactly (a date): pickled then
+                return _source, (obj.path, marshal.dumps(obj.data), obj.index,
+                                 marshal.dumps(dict(obj.places)),
+                                 marshal.dumps(dict(obj.scalars)), obj.lines)
+            except ValueError:
+                return NotImplemented
         if kind is GateValidator:
             return _validator, (obj.schema, obj.format_checker)
         if kind is FormatChecker:
@@ -169,11 +174,44 @@ def _expression(source: str, entry: bytes) -> CompiledExpression:
     return expression
 
 
-def _source(path: str, entry: bytes, index: int, lines: tuple[str, ...]) -> SourceDocument:
-    for data, places, at, scalars in parsed_documents(entry) or ():
-        if at == index:
-            return SourceDocument(path, data, places, index, scalars, lines, entry)
-    raise ValueError("a document's entry without the document")
+def _source(path: str, data: bytes, index: int, places: bytes, scalars: bytes,
+            lines: tuple[str, ...]) -> SourceDocument:
+    return SourceDocument(path, marshal.loads(data), _Unread(places), index, _Unread(scalars),
+                          lines)
+
+
+class _Unread(Mapping[Any, Any]):
+    """A document's places (or scalars), read from ``marshal`` data when first asked for:
+    only findings and lint ask, never a gate, and they are half of a document's entry."""
+
+    __slots__ = ("_read", "_stored")
+
+    def __init__(self, stored: bytes) -> None:
+        self._stored = stored
+        self._read: dict[Any, Any] | None = None
+
+    def _mapping(self) -> dict[Any, Any]:
+        if self._read is None:
+            read = marshal.loads(self._stored)
+            if type(read) is not dict:
+                raise ValueError("a document's places that are not a mapping")
+            self._read = read
+        return self._read
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._mapping()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._mapping()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._mapping().get(key, default)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
 
 
 def _check(data: bytes, format_checker: FormatChecker | None) -> Check:

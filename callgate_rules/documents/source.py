@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,6 @@ class SourceDocument:
     scalars: Mapping[NodePath, tuple[str | None, int, int]] = field(default_factory=dict,
                                                                    repr=False)
     lines: tuple[str, ...] = field(default=(), repr=False)
-    # the file's entry in the load cache (its documents as ``marshal`` data), when it has
-    # one: what a whole configuration's entry holds of the document (``documents.snapshot``)
-    entry: bytes | None = field(default=None, repr=False, compare=False)
 
     def locate(self, node_path: NodePath) -> Location:
         """The place of ``node_path``, or of its nearest ancestor that has one."""
@@ -263,7 +260,7 @@ def parse_yaml_text(text: str, path: str, key: str | None = None) -> list[Source
     remembered = cache.parsed_documents(stored) if stored is not None else None
     if remembered is not None:
         lines = tuple(text.splitlines())
-        return [SourceDocument(path, data, places, index, scalars, lines, stored)
+        return [SourceDocument(path, data, places, index, scalars, lines)
                 for data, places, index, scalars in remembered]
     documents = None
     if _FAST_COMPOSER is not None:
@@ -273,10 +270,9 @@ def parse_yaml_text(text: str, path: str, key: str | None = None) -> list[Source
             pass
     if documents is None:
         documents = _documents(text, path, _Loader)
-    entry = cache.remember_documents(key, [(document.data, dict(document.places),
-                                            document.index, dict(document.scalars))
-                                           for document in documents])
-    return [replace(document, entry=entry) for document in documents] if entry else documents
+    cache.remember_documents(key, [(document.data, dict(document.places), document.index,
+                                    dict(document.scalars)) for document in documents])
+    return documents
 
 
 def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument]:
