@@ -356,3 +356,25 @@ def test_lint_keeps_its_findings_for_unchanged_files(directory: Path,
     assert lint(documents, notes=True) == first
     contract.write_text(contract.read_text().replace("  unknownField: 1\n", ""))
     assert lint(documents, notes=True) != first
+
+
+def test_a_configuration_that_cannot_be_kept_whole_is_tried_once(
+        directory: Path, documents: list[Path]) -> None:
+    """An expression whose entry could not be written (here: removed from the compiled
+    expression) leaves its configuration to the pieces; a later load does not try again."""
+    from dataclasses import replace
+
+    from callgate_rules.documents import snapshot
+
+    compilation = compile_paths(documents)
+    configuration = snapshot.read_configuration(documents)
+    key = configuration.key(snapshot.COMPILATIONS)
+    contract = next(c for c in compilation.contracts.values() if c.rules)
+    rule = replace(contract.rules[0], expression=replace(contract.rules[0].expression,
+                                                          entry=None))
+    unkept = replace(compilation, contracts={"x": replace(contract, rules=(rule,))})
+    snapshot.remember_compilation(key, unkept)  # the second time: tried, and refused
+    assert snapshot.COMPILATIONS.get(key or "") == b""
+    assert snapshot.remembered_compilation(key, type(compilation)) is None
+    assert decisions(load(documents)) == decisions(compilation.config)
+    assert snapshot.COMPILATIONS.get(key or "") == b"", "not tried again"

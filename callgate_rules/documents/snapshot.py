@@ -54,6 +54,7 @@ COMPILATIONS = ContentCache("compilation")
 SEEN = ContentCache("compiled-once")  # an empty entry: these files were compiled before
 LINT_FINDINGS = ContentCache("lint-findings")
 _Kept = TypeVar("_Kept")
+_UNKEPT = b""  # the entry of a configuration that cannot be kept whole
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def read_configuration(paths: Iterable[Path]) -> Configuration:
 def remembered_compilation(key: str | None, kind: type[_Kept]) -> _Kept | None:
     """The compilation (a ``kind``) stored under ``key``, or None (none, or not readable)."""
     stored = COMPILATIONS.get(key) if key is not None else None
-    if stored is None:
+    if stored is None or stored == _UNKEPT:
         return None
     collecting = gc.isenabled()
     gc.disable()  # unpickling makes containers only, no cycles: collecting them is 2/3 of it
@@ -129,10 +130,13 @@ def remember_compilation(key: str | None, compilation: Compilation) -> None:
     if SEEN.get(key) is None:
         SEEN.put(key, b"")
         return
+    if COMPILATIONS.get(key) == _UNKEPT:
+        return  # tried before: something in it cannot be kept
     written = io.BytesIO()
     try:
         _Pickler(written).dump(compilation)
     except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
+        COMPILATIONS.put(key, _UNKEPT)  # not tried again for these files
         return
     COMPILATIONS.put(key, written.getvalue())
 
