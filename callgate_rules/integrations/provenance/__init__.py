@@ -58,6 +58,7 @@ from callgate_rules.integrations.provenance.reading import (
     read_conversation,
 )
 from callgate_rules.integrations.provenance.seal import Sealer, default_sealer
+from callgate_rules.integrations.provenance.spellings import other_spellings
 
 __all__ = [
     "DEFAULT_COMMON_VALUES", "DEFAULT_LIMITS", "INDISTINCT", "RECORD", "SYSTEM", "TOOL",
@@ -150,6 +151,10 @@ def _sources(value: Any, conversation: Conversation, records: _RecordValues) -> 
         lambda position: position in echoes and echoes[position].repeat(value))
     places = (index.places_of_text(squash(value), skip) if isinstance(value, str)
               else index.places_of_number(as_decimal(value), skip))
+    if isinstance(value, str):  # a defanged link, a token spelled across separators
+        for spelling in other_spellings(fold(value)):
+            for group, first in index.places_of_text(squash(spelling), skip).items():
+                places[group] = min(first, places.get(group, first))
     found: list[str] = []
     tools: list[tuple[int, str]] = []
     for group, first in sorted(places.items(), key=lambda place: place[1]):

@@ -54,6 +54,11 @@ from callgate_rules.integrations.provenance.results import (
     no_labels,
     parsed_result,
 )
+from callgate_rules.integrations.provenance.spellings import (
+    Spelled,
+    spelled_in,
+    vocabulary_of,
+)
 from callgate_rules.integrations.provenance.text_values import (
     DATE,
     NAME,
@@ -182,6 +187,8 @@ class ReadsIndex:
         self.user_positions = [i for i, s in enumerate(segments) if s.kind == USER]
         self.parts: dict[str, list[int]] = {}
         distinct = self._read_parts(segments)
+        # what is looked for across separators in a text ("1-a-7-b-3-d"): ``spellings``
+        self.vocabulary = vocabulary_of((key.split(":", 1)[0], key) for key in self.parts)
         self.user_words = _words_of(s.text for s in segments if s.kind == USER)
         self.echo_texts: dict[int, CallArguments] = {}
         named: dict[int, bool] = {}  # by tool result: its pieces share the call
@@ -231,14 +238,18 @@ class ReadsIndex:
             return self.user_index.places_of_text(squash(value)).keys()
         return self.user_index.places_of_number(as_decimal(value)).keys()
 
-    def places(self, value: Any) -> set[int]:
-        """The pieces ``value`` is written in, whole or in another spelling."""
+    def places(self, value: Any, spelled: Sequence[Spelled] = ()) -> set[int]:
+        """The pieces ``value`` is written in, whole or in another spelling (``spelled``:
+        the conversation's tokens it holds across separators)."""
         if isinstance(value, str):
             found = set(self.index.places_of_text(squash(value)).values())
         else:
             found = set(self.index.places_of_number(as_decimal(value)).values())
         for key in canonical_of_value(value):
             found.update(self.parts.get(key, ()))
+        for token in spelled:  # the value is a token spelled across separators
+            if token.whole:
+                found.update(self.parts.get(token.canonical, ()))
         return found
 
     def is_echo(self, position: int, value: Any, keys: Sequence[str]) -> bool:
@@ -418,26 +429,38 @@ def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
               records: _RecordKeys) -> dict[str, Any]:
     """The ``origins`` entry of one argument leaf (see the module's docstring)."""
     keys = canonical_of_value(value)
+    spelled = spelled_in(fold(value), index.vocabulary) if isinstance(value, str) else []
     if evidence(value):
-        described = _describe(index, index.places(value), value, keys, records,
+        described = _describe(index, index.places(value, spelled), value, keys, records,
                               _keys_of(value))
     else:
         described = {"sources": ["indistinct"], "labels": [], "turns": [], "reads": [],
                      "echoes": [], "latest_turn": False, "composed": False}
-    parts = []
-    if isinstance(value, str):
-        for part in parts_of(value):
-            if part.canonical == keys:
-                continue  # the value itself
-            places: set[int] = set()
-            for key in part.canonical:
-                places.update(index.parts.get(key, ()))
-            probe: Any = part.written if part.kind in (WORD, NAME) else None
-            entry = _describe(index, places, probe, part.canonical, records, part.canonical)
-            entry.update(part.as_variable())
-            parts.append(entry)
-    described["parts"] = parts
+    described["parts"] = _parts_of(value, keys, spelled, index, records) \
+        if isinstance(value, str) else []
     return described
+
+
+def _parts_of(value: str, keys: Sequence[str], spelled: Sequence[Spelled], index: ReadsIndex,
+              records: _RecordKeys) -> list[dict[str, Any]]:
+    """``origins.X.parts``: the values written inside a text, then those of the conversation
+    it holds spelled across separators (``1-a-7-b-3-d``) and not written plainly too."""
+    found = list(parts_of(value))
+    written = {key for part in found for key in part.canonical}
+    found.extend(TextPart(token.canonical.split(":", 1)[0], token.written, (token.canonical,))
+                 for token in spelled if token.canonical not in written and not token.whole)
+    parts = []
+    for part in found:
+        if part.canonical == keys:
+            continue  # the value itself
+        places: set[int] = set()
+        for key in part.canonical:
+            places.update(index.parts.get(key, ()))
+        probe: Any = part.written if part.kind in (WORD, NAME) else None
+        entry = _describe(index, places, probe, part.canonical, records, part.canonical)
+        entry.update(part.as_variable())
+        parts.append(entry)
+    return parts
 
 
 def trace_origins(arguments: Any, conversation: Conversation | None,

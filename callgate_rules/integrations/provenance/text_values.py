@@ -14,7 +14,12 @@ so that the same value written differently compares equal:
 - e-mail addresses in lower case; URLs without scheme, ``www.``, case or trailing ``/``;
 - words: a word of at least four letters that is not common in the languages listed in
   ``common_words``, folded (``word:spotify``); a capitalised run of them is also a *name*
-  (``name:john smith``).
+  (``name:john smith``);
+- tokens: a run of 6 to 40 letters and digits holding both (``token:1a7b3d``);
+- in an attacker's spellings (``spellings``): defanged and spelled-out links and addresses
+  (``hxxps://bit[.]ly/x`` is ``url:bit.ly/x``), read before the plain forms; a quoted
+  string's escapes (``…/link\\nMore``) read as spaces. Tokens written across separators
+  (``1-a-7-b-3-d``) are found by ``origins``, against the tokens the conversation holds.
 
 Every pattern that could backtrack is run by RE2 (linear time, no backtracking); words,
 the commonest parts, by Python's engine with a pattern that cannot backtrack (its C loop
@@ -36,6 +41,7 @@ from typing import Any
 from callgate_rules.integrations.provenance.common_words import COMMON_WORDS
 from callgate_rules.integrations.provenance.matching import fold
 from callgate_rules.integrations.provenance.numbers import numbers_in, significant_digits
+from callgate_rules.integrations.provenance.spellings import TOKEN, defanged_in, tokens_in
 
 MAX_TEXT = 200_000  # characters of one text read for parts
 MIN_WORD = 4  # letters of a word part
@@ -61,7 +67,9 @@ _MONTHS = {
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th|er|\.)?"
 _PATTERNS = {
-    URL: r"(?:https?://|www\.)[^\s<>\"'`()\[\]{}]+",
+    # a backslash ends a URL: in a quoted YAML or JSON string "…/link\n" is the link, then
+    # an escape
+    URL: r"(?:https?://|www\.)[^\s<>\"'`()\[\]{}\\]+",
     EMAIL: r"[\p{L}\p{N}._%+\-]+@[\p{L}\p{N}\-]+(?:\.[\p{L}\p{N}\-]+)*\.\p{L}{2,}",
     # spaced: letters only in the first group (the bank code), so a word after it is not taken
     IBAN: r"\b[a-z]{2}\d{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4})(?: \d{4}){1,6}(?: \d{1,4})?)\b",
@@ -133,7 +141,7 @@ def _remembered_parts(text: str) -> tuple[TextPart, ...]:
 
 def _parts(text: str) -> tuple[TextPart, ...]:
     patterns = _compiled()
-    folded = fold(text)
+    folded = _without_escapes(fold(text))
     parts: list[TextPart] = []
     taken = bytearray(len(folded))  # characters inside a part already found
     spans: list[tuple[int, int]] = []
@@ -145,6 +153,10 @@ def _parts(text: str) -> tuple[TextPart, ...]:
         spans.append((start, end))
         return True
 
+    for defanged in defanged_in(folded):  # hxxps://bit[.]ly/x, name [at] example dot com
+        if claim(defanged.start, defanged.end):
+            parts.append(TextPart(defanged.kind, folded[defanged.start:defanged.end],
+                                  (defanged.canonical,)))
     for match in patterns[URL].finditer(folded):
         written = match.group(0).rstrip(".,;:!?")
         if claim(match.start(), match.start() + len(written)):
@@ -166,11 +178,26 @@ def _parts(text: str) -> tuple[TextPart, ...]:
             pieces += [folded[at:start], " " * (end - start)]
             at = end
         masked = "".join([*pieces, folded[at:]])
+    parts.extend(TextPart(TOKEN, token, (f"{TOKEN}:{token}",)) for token in tokens_in(masked))
     for number in sorted(numbers_in(masked)):
         if significant_digits(number) >= MIN_NUMBER_DIGITS:
             parts.append(TextPart(NUMBER, format(number, "f"), (_number_key(number),)))
     _words(text, masked, parts)
     return tuple(parts)
+
+
+_ESCAPES = ("\\n", "\\r", "\\t")
+
+
+def _without_escapes(folded: str) -> str:
+    """A quoted YAML or JSON string's escapes (``\\n``, ``\\r``, ``\\t``) as spaces, of the
+    same length (the parts' places stay those of the folded text): ``…/link\\nMore`` holds the
+    link and the word ``more``."""
+    if "\\" not in folded:
+        return folded
+    for escape in _ESCAPES:
+        folded = folded.replace(escape, "  ")
+    return folded
 
 
 def _dates(folded: str, patterns: dict[str, Any], claim: Any, parts: list[TextPart]) -> None:
@@ -233,6 +260,7 @@ def canonical_of_value(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         found = parts_of(value)
         whole = [part for part in found if part.kind not in (WORD, NAME)]
-        if len(whole) == 1 and fold(whole[0].written) == fold(value).rstrip(".,;:!?/"):
+        if len(whole) == 1 and \
+                fold(whole[0].written).rstrip("/") == fold(value).rstrip(".,;:!?/"):
             return whole[0].canonical
     return ()
