@@ -13,8 +13,10 @@ without ``PYTHONDONTWRITEBYTECODE`` and with ``PYTHONPYCACHEPREFIX`` set to a pr
 temporary directory, so nothing is written into the checkout and the floor's modules are
 read the same way as callgate's; two unmeasured runs of each command fill it, and fill the
 load cache (``CALLGATE_CACHE_DIR``, also a private temporary directory). ``--no-bytecode``
-measures instead what an environment with ``PYTHONDONTWRITEBYTECODE=1`` and no
-``__pycache__`` pays: every module of callgate compiled from source in every process.
+measures instead what an environment where bytecode is never cached pays
+(``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__``): every module, the floor's too,
+compiled from source in every process (the prefix is then an empty directory, so that no
+``__pycache__`` lying about is read).
 
     python benchmarks/startup_benchmark.py [--runs 7] [--quick] [--no-bytecode]
 
@@ -51,9 +53,8 @@ def environment(name: str, scratch: Path, bytecode: bool) -> dict[str, str]:
     cache in ``scratch`` (or none, for the command measured without it)."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    if bytecode:
-        env["PYTHONPYCACHEPREFIX"] = str(scratch / "bytecode")
-    else:
+    env["PYTHONPYCACHEPREFIX"] = str(scratch / "bytecode")
+    if not bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CALLGATE_CACHE_DIR"] = "" if name.endswith("no load cache") else str(scratch / "load")
     return env
