@@ -1,0 +1,177 @@
+"""Where an executed write's time goes in ``Gate.handle``, step by step, next to the floor.
+
+The reference createFollowUp call with a no-op executor, on an SQLite file with the
+store's own settings (WAL, ``synchronous=FULL``) kept in memory (``/dev/shm``, where
+``fdatasync`` returns at once), so that only the work counts, not the disk
+(``write_path_benchmark.py`` measures it on disk). Each step is measured as the difference
+between running the steps up to it and up to the one before:
+
+    decide      steps 1–4 and the route (``Gate.check``'s work), a new ``Run`` admitted
+    machine     the write's operation ID, arguments hash and write machine
+    execute     claim (one INSERT), the executor's hand-off, finish (one UPDATE)
+    route       the decision completed with what execution did (``Router.ended``)
+    record      the run told, the counters, the agent message read
+    floor       the hand-written floor alone: the INSERT and the UPDATE
+
+Prints microseconds per write (least of five runs of 1,000, in one process) and, unless
+``--quick``, CPU instructions per write counted by ``valgrind --tool=callgrind`` (each
+step's count from separate processes; the executor's thread is counted too, its waiting
+is not).
+
+    python benchmarks/write_steps_benchmark.py [--quick] [--writes 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import write_path_benchmark as wp  # noqa: E402 - the same call, actor and floor statements
+
+STEPS = ("decide", "machine", "execute", "route", "record")
+MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") else None  # else the disk's time counts too
+
+
+def setup(directory: str) -> tuple[Callable[[int, int], None], Callable[[int], None]]:
+    """``upto(step, n)``: the steps of one write up to ``step`` (0–4); ``floor(n)``."""
+    target = wp.Target("sqlite", os.path.join(directory, "receipts.db"))
+    wp.prepare(target)
+    import yaml
+
+    from callgate_rules import Gate, WorldResolvers, open_store
+    from callgate_rules.pipeline.route import Run
+
+    world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
+    gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
+                           resolvers=WorldResolvers(world),
+                           executors={"createFollowUp": lambda request: {"id": "F-1",
+                                                                   **request.arguments}},
+                           store=open_store(target.store_url()), clock=lambda: wp.NOW,
+                           worker="steps")
+    floor_connection = sqlite3.connect(target.location, isolation_level=None, timeout=30)
+    floor_connection.execute("PRAGMA synchronous=FULL")  # the store's settings
+    insert, update = wp.INSERT.format(p="?", json=""), wp.UPDATE.format(p="?", json="")
+    arguments, actor = json.dumps(wp.ARGUMENTS), json.dumps(wp.ACTOR)
+
+    def floor(number: int) -> None:
+        operation_id = f"floor-{number}"
+        floor_connection.execute(insert, (operation_id, operation_id, "hash", arguments,
+                                          actor, "floor", "now", "now", "now"))
+        floor_connection.execute(update, ('{"id": "F-1"}', "now", operation_id))
+
+    def upto(step: int, number: int) -> None:
+        """``Gate.handle``'s own steps, stopping after ``step``."""
+        request_id, now = f"w{step}-{number}", gate.clock()
+        run = Run(started_at=now)
+        decision, progress = gate.decide_steps(wp.CALL, wp.ACTOR, now, request_id, None,
+                                               None, run, None)
+        run.admit(decision, gate.config.routing.budgets, now)
+        if step == 0:
+            return
+        machine = gate.write_machine(progress, wp.ACTOR, request_id)
+        if step == 1:
+            return
+        ending = machine.run()
+        if step == 2:
+            return
+        ended = gate.plans.router.ended(decision, progress, ending,
+                                        machine.operation.operation_id)
+        if step == 3:
+            return
+        run.ended(ended)
+        if not gate.recorded(ended).agent_message:
+            raise RuntimeError("the write was not executed")
+
+    for number in range(300):  # plans compiled, caches and the executor's thread warm
+        upto(4, -number - 1)
+        floor(-number - 1)
+    return upto, floor
+
+
+def inner(step: str, writes: int) -> None:
+    """What runs under valgrind: set up, then ``writes`` runs of ``step``."""
+    with tempfile.TemporaryDirectory(prefix="callgate-steps-", dir=MEMORY) as directory:
+        upto, floor = setup(directory)
+        for number in range(writes):
+            if step == "floor":
+                floor(number)
+            elif step != "none":
+                upto(int(step), number)
+
+
+def instructions(step: str, writes: int) -> int:
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         __file__, "--inner", step, str(writes)],
+        capture_output=True, text=True, env={**os.environ, "CALLGATE_CACHE_DIR": "",
+                                             "PYTHONHASHSEED": "0"})
+    for line in done.stderr.splitlines():
+        if "Collected" in line:
+            return int(line.split()[-1].replace(",", ""))
+    raise SystemExit(f"step {step} failed under valgrind:\n{done.stderr[-2000:]}")
+
+
+def microseconds(writes: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="callgate-steps-", dir=MEMORY) as directory:
+        upto, floor = setup(directory)
+        best: dict[str, float] = {}
+        counter = iter(range(10**9))
+        runs: list[tuple[str, Callable[[], None]]] = [
+            ("floor", lambda: floor(next(counter)))]
+        runs += [(str(step), lambda step=step: upto(step, next(counter)))  # type: ignore[misc]
+                 for step in range(5)]
+        for _ in range(5):  # in turns, so that a drifting machine weighs on each alike
+            for name, run in runs:
+                started = time.perf_counter()
+                for _ in range(writes):
+                    run()
+                took = (time.perf_counter() - started) / writes * 1e6
+                best[name] = min(best.get(name, took), took)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--writes", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="microseconds only")
+    parser.add_argument("--inner", nargs=2, metavar=("STEP", "WRITES"), help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.inner:
+        inner(options.inner[0], int(options.inner[1]))
+        return
+    times = microseconds(options.writes)
+    counts: dict[str, float] = {}
+    if not options.quick:
+        base = instructions("none", 0)
+        counts = {step: (instructions(step, options.writes) - base) / options.writes
+                  for step in ("floor", "0", "1", "2", "3", "4")}
+    print(f"one executed write, SQLite WAL synchronous=FULL in {MEMORY or tempfile.gettempdir()}, "
+          f"{options.writes} writes per count")
+    print(f"{'step':<9} {'µs':>7} {'instructions':>13}")
+    previous_time = previous_count = 0.0
+    for step, name in enumerate(STEPS):
+        took = times[str(step)] - previous_time
+        counted = counts.get(str(step), 0.0) - previous_count if counts else 0.0
+        previous_time, previous_count = times[str(step)], counts.get(str(step), 0.0)
+        print(f"{name:<9} {took:7.1f} {counted:13,.0f}" if counts else f"{name:<9} {took:7.1f}")
+    total_count = counts.get("4", 0.0)
+    print(f"{'handle':<9} {times['4']:7.1f} {total_count:13,.0f}" if counts
+          else f"{'handle':<9} {times['4']:7.1f}")
+    print(f"{'floor':<9} {times['floor']:7.1f} {counts.get('floor', 0.0):13,.0f}" if counts
+          else f"{'floor':<9} {times['floor']:7.1f}")
+
+
+if __name__ == "__main__":
+    main()
