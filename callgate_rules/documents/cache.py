@@ -7,9 +7,10 @@ What is cached: that an argument or result schema passed the JSON Schema meta-sc
 (the dearest part of loading a contract); each YAML file as read (data and the place of
 every node, as ``marshal`` data); the code objects of the Python that schema checks compile
 to (``marshal``, keyed by the source and the interpreter's bytecode magic); CEL expressions
-whole (``cel.expression``: code, constants, tree and what they read). The
-store itself (``ContentCache``, where it lives, ``compiled``) is ``callgate_rules.cache``,
-which CEL's compiler uses too; its names are re-exported here.
+whole (``cel.expression``: code, constants, tree and what they read). A whole
+configuration's compilation, and lint's findings, are kept above these pieces by
+``documents.snapshot``. The store itself (``ContentCache``, where it lives, ``compiled``) is
+``callgate_rules.cache``, which CEL's compiler uses too; its names are re-exported here.
 """
 
 from __future__ import annotations
