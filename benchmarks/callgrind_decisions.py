@@ -5,7 +5,8 @@ each of the three reference decisions of ``compare_benchmark.py`` (the createFol
 allowed, denied for another tenant's ticket, rejected for a past due date) this runs the
 decision N = 200 and N = 2,200 times under callgrind and prints
 (instructions(2,200) − instructions(200)) / 2,000: the cost of one decision in steady
-state, without start-up, compilation and warm-up.
+state, without start-up, compilation and warm-up. Both runs start alike: no load cache
+(``CALLGATE_CACHE_DIR`` empty) and one hash seed.
 
 With cedarpy installed (the bench extra) the same three decisions are counted for Cedar as
 ``compare_benchmark.py`` calls it (the whole world loaded once as an entity store, the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -78,12 +80,20 @@ def cedar(decision: str, count: int, world: Any, actor: Any) -> None:
         decide(call)
 
 
+# The two runs of a decision must differ by the decisions alone: with the load cache on, the
+# first run after a change of callgate's code compiles everything and writes the cache while
+# the second reads it (hundreds of millions of instructions: one count of 2026-12-01 came out
+# at -12,080 a decision); and the hash seed moves dictionaries' layouts a little.
+_SAME_START = {"CALLGATE_CACHE_DIR": "", "PYTHONHASHSEED": "0"}
+
+
 def instructions(decision: str, count: int) -> int:
     with tempfile.TemporaryDirectory() as directory:
         out = Path(directory) / "callgrind.out"
         done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                sys.executable, __file__, "--inner", decision, str(count)],
-                              capture_output=True, text=True, cwd=REPO)
+                              capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, **_SAME_START})
         if done.returncode != 0:
             raise SystemExit(f"the {decision} decision failed under valgrind:\n{done.stderr}")
         summary = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)

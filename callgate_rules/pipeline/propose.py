@@ -27,7 +27,7 @@ import json
 import math
 from collections.abc import Mapping
 from functools import partial
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgspec
 
@@ -65,6 +65,9 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
         size = len(output) if output.isascii() else len(output.encode("utf-8", "surrogatepass"))
         if size > limits.max_bytes:
             raise _too_large(size, limits)
+        chat = _chat_message(output)
+        if chat is not None:
+            return chat
         output = read_json(output, "model output is")
     calls = _one_chat_call(output) or _calls_in(output, limits.max_calls, 0)
     if calls is None:
@@ -129,6 +132,57 @@ def read_json(text: str, what: str, *, finite: bool = False) -> Any:
             raise Rejection(ErrorClass.MALFORMED, f"{what} ambiguous: the key {key[:100]!r} "
                             "appears twice in one object")
     return value
+
+
+class _ChatFunction(msgspec.Struct, forbid_unknown_fields=True):
+    name: Any
+    arguments: Any
+
+
+class _ChatItem(msgspec.Struct, forbid_unknown_fields=True):
+    id: Any
+    type: Literal["function"]
+    function: _ChatFunction
+
+
+class _ChatMessage(msgspec.Struct, forbid_unknown_fields=True):
+    """The commonest model output, an OpenAI Chat assistant message with one function call,
+    exactly: these members, each once, no others. Every field is required, so a text that
+    decodes to it has at least these eight members (``_CHAT_MEMBERS``)."""
+
+    role: Any
+    content: Any
+    tool_calls: tuple[_ChatItem]
+
+
+_CHAT_MEMBERS = 3 + 3 + 2
+_decode_chat = msgspec.json.Decoder(_ChatMessage).decode
+
+
+def _chat_message(text: str) -> list[ProposedCall] | None:
+    """``read_json`` and then ``_calls_in`` for a text of exactly ``_ChatMessage``'s shape,
+    the shape checked and the value built by msgspec in one pass; ``None`` for any other
+    text, which the general reading then reads (and refuses, if it must, as it always has).
+
+    No key repeats: the text's colons number its members plus the colons inside its strings
+    (as in ``_may_repeat_a_key``). The eight required members and the colons of the
+    arguments string (when no ``\\u003a`` escape spells one) are a part of that count;
+    equal to all of it, they leave no member to repeat a key, nor any other object."""
+    if type(text) is not str:  # msgspec takes no str subclass
+        return None
+    try:
+        message = _decode_chat(text)
+    except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
+        return None
+    function = message.tool_calls[0].function
+    arguments = function.arguments
+    accounted = _CHAT_MEMBERS + arguments.count(":") if type(arguments) is str \
+        else _CHAT_MEMBERS
+    if text.count(":") != accounted or "u003" in text:
+        return None  # strings or objects not counted here: the general proof decides
+    call_id = message.tool_calls[0].id
+    return [_proposed_call((function.name, arguments,
+                            call_id if type(call_id) is str else None, "openai-chat"))]
 
 
 def decode_json(text: str, what: str) -> Any:
