@@ -18,8 +18,13 @@ configuration compiled and linted again: no whole entry fits, the other files' p
 Targets (issue 20): a warm compile ≤ 10% of the cold one, a warm lint of 1,000 files ≤ 1.5 s
 of CPU.
 
+``--cold-instructions`` counts instead what a first load costs a contract, in instructions
+(callgrind, so that the machine's load cannot move it): a fresh process compiles 100 and
+then 200 generated contracts with an empty cache (``PYTHONHASHSEED=0``), and the difference
+is divided by 100, so start-up and imports cancel out. It takes a few minutes.
+
 Run from the repository root:  python benchmarks/lint_benchmark.py [--contracts 1000]
-                                                                   [--repeat 3] [--profile]
+                                        [--repeat 3] [--profile] [--cold-instructions]
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ import argparse
 import cProfile
 import os
 import pstats
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -222,13 +230,41 @@ def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, float, Any]:
     return wall, cpu, result
 
 
+def cold_instructions() -> None:
+    """Instructions a contract of a first load (see the module's docstring)."""
+    counts: dict[int, int] = {}
+    for count in (100, 200):
+        with tempfile.TemporaryDirectory(prefix="callgate-cold-") as directory:
+            paths = generate(Path(directory), count)
+            out = Path(directory) / "callgrind.out"
+            script = ("from callgate_rules.documents.compiler import compile_paths\n"
+                      f"compile_paths({[str(path) for path in paths]!r})")
+            env = {**os.environ, "PYTHONHASHSEED": "0",
+                   "CALLGATE_CACHE_DIR": str(Path(directory) / "cache")}
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                            sys.executable, "-c", script], check=True, capture_output=True,
+                           env=env)
+            found = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
+            if found is None:
+                raise SystemExit(f"no instruction count in {out}")
+            counts[count] = int(found.group(1))
+    per_contract = (counts[200] - counts[100]) / 100
+    print(f"first load: {per_contract / 1e6:.2f} million instructions a contract "
+          f"(callgrind: 200 contracts {counts[200]:,}, 100 contracts {counts[100]:,})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contracts", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     parser.add_argument("--profile", action="store_true",
                         help="print the 25 most expensive functions of one lint run")
+    parser.add_argument("--cold-instructions", action="store_true",
+                        help="a first load's instructions a contract, counted by callgrind")
     options = parser.parse_args()
+    if options.cold_instructions:
+        cold_instructions()
+        return
     with tempfile.TemporaryDirectory(prefix="callgate-lint-bench-") as directory:
         os.environ["CALLGATE_CACHE_DIR"] = str(Path(directory) / "cache")
         paths = generate(Path(directory), options.contracts)
