@@ -107,7 +107,9 @@ def test_distinct_and_sets_of_many_lists_take_linear_time() -> None:
     assert call("sets.equivalent", lists, list(reversed(lists)))
     assert call("sets.contains", lists, lists[:5000])
     assert not call("sets.intersects", lists, [[-1, [-1]]])
-    assert time.perf_counter() - started < 2.0  # every pair compared: minutes
+    # 10,000 lists compared pair by pair take minutes; linear is about 0.3 s idle, and a loaded
+    # 2-core machine has been seen to take over 2 s
+    assert time.perf_counter() - started < 20.0
 
 
 _SCALARS = st.one_of(
