@@ -48,45 +48,72 @@ REQUEST = ExecutionRequest("createFollowUp", {"ticketId": "T-1"}, "op_1",
                            datetime(2026, 11, 29, 12, tzinfo=UTC), {"id": "U-7"})
 
 
-def hands() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "callgate-executor"]
+def runner(request: ExecutionRequest) -> threading.Thread:
+    """An executor that answers with the thread it ran on."""
+    return threading.current_thread()
+
+
+def hand_of_this_thread() -> threading.Thread:
+    answer = send(runner, REQUEST, CONTRACT, 5.0)
+    assert isinstance(answer, Sent)
+    thread: threading.Thread = answer.result
+    return thread
 
 
 # The hand-off ----------------------------------------------------------------------------------
 
 
 def test_the_executor_answers_through_one_long_lived_thread() -> None:
-    send(lambda request: request.operation_id, REQUEST, CONTRACT, 5.0)
-    before = hands()
-    answers = [send(lambda request, n=n: (request.operation_id, n), REQUEST, CONTRACT, 5.0)
-               for n in range(50)]
-    assert answers == [Sent(("op_1", n)) for n in range(50)]
-    assert hands() == before  # the same thread served all fifty
+    first = hand_of_this_thread()
+    assert first is not threading.current_thread() and first.name == "callgate-executor"
+    answers = [send(lambda request, n=n: (threading.current_thread(), n), REQUEST, CONTRACT,
+                    5.0) for n in range(50)]
+    assert answers == [Sent((first, n)) for n in range(50)]  # the same thread served all
 
 
 def test_a_hung_executor_is_an_unknown_outcome_and_holds_up_no_later_call() -> None:
-    release = threading.Event()
+    release, ran_on = threading.Event(), []
+
+    def hung(request: ExecutionRequest) -> Any:
+        ran_on.append(threading.current_thread())
+        return release.wait(10)
+
     started = time.monotonic()
-    timed_out = send(lambda request: release.wait(10), REQUEST, CONTRACT, 0.05)
+    timed_out = send(hung, REQUEST, CONTRACT, 0.05)
     assert timed_out == Failed(ErrorClass.UNKNOWN_OUTCOME, "no answer within 0.05s after sending")
     # The next call gets a new hand at once, though the first executor still runs.
-    assert send(lambda request: "next", REQUEST, CONTRACT, 5.0) == Sent("next")
+    next_hand = hand_of_this_thread()
     assert time.monotonic() - started < 5
-    given_up = [t for t in hands() if t.is_alive()]
+    given_up = ran_on[0]
+    assert next_hand is not given_up and given_up.is_alive()
     release.set()
-    for thread in given_up:
-        thread.join(5)
-    assert len([t for t in hands() if t.is_alive()]) == 1  # the given-up hand ended
+    given_up.join(5)
+    assert not given_up.is_alive() and next_hand.is_alive()  # the given-up hand ended
 
 
 def test_an_executor_answering_as_its_caller_gives_up_leaves_no_thread_waiting() -> None:
     # Answers land on either side of the timeout; every given-up hand must end.
-    for delay in (0.0, 0.001, 0.002, 0.003):
-        send(lambda request, delay=delay: time.sleep(delay), REQUEST, CONTRACT, 0.002)
-    deadline = time.monotonic() + 5
-    while len([t for t in hands() if t.is_alive()]) > 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len([t for t in hands() if t.is_alive()]) <= 1
+    ran_on: list[threading.Thread] = []
+
+    def late(request: ExecutionRequest, delay: float) -> None:
+        ran_on.append(threading.current_thread())
+        time.sleep(delay)
+
+    for delay in (0.0, 0.001, 0.002, 0.003, 0.004):
+        send(lambda request, delay=delay: late(request, delay), REQUEST, CONTRACT, 0.002)
+    current = hand_of_this_thread()
+    for thread in set(ran_on) - {current}:
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def test_a_calling_thread_that_ends_takes_its_hand_with_it() -> None:
+    hands: list[threading.Thread] = []
+    caller = threading.Thread(target=lambda: hands.append(hand_of_this_thread()))
+    caller.start()
+    caller.join(10)
+    hands[0].join(5)
+    assert not hands[0].is_alive()
 
 
 def test_an_executors_exception_comes_back_classified() -> None:
@@ -116,12 +143,12 @@ def test_the_executor_runs_in_the_callers_context() -> None:
 
 
 def test_each_calling_thread_has_its_own_hand() -> None:
-    seen: dict[int, str] = {}
+    seen: dict[int, threading.Thread] = {}
+    together = threading.Barrier(4)
 
     def call(n: int) -> None:
-        answer = send(lambda request: threading.current_thread().name, REQUEST, CONTRACT, 5.0)
-        assert isinstance(answer, Sent)
-        seen[n] = answer.result
+        seen[n] = hand_of_this_thread()
+        together.wait(10)  # all four callers alive at once
 
     threads = [threading.Thread(target=call, args=(n,)) for n in range(4)]
     for thread in threads:
@@ -129,7 +156,8 @@ def test_each_calling_thread_has_its_own_hand() -> None:
     for thread in threads:
         thread.join(10)
     assert sorted(seen) == [0, 1, 2, 3]
-    assert set(seen.values()) == {"callgate-executor"}
+    assert len(set(seen.values())) == 4
+    assert {hand.name for hand in seen.values()} == {"callgate-executor"}
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")

@@ -108,7 +108,12 @@ class _Hand:
         # loop for ``AsyncGate``), as it would were it called in the caller's thread.
         self._job = (contextvars.copy_context(), executor, request)
         self._go.release()
-        if not self._done.acquire(True, timeout):
+        try:
+            in_time = self._done.acquire(True, timeout)
+        except BaseException:  # interrupted while waiting: this hand's answer is not ours
+            self._give_up()
+            raise
+        if not in_time:
             self._give_up()
             raise TimeoutError
         self._job = None
@@ -119,13 +124,40 @@ class _Hand:
         raise outcome
 
     def _give_up(self) -> None:
-        _hands.hand = None
         with self._settle:
             self._given_up = True
             answered_meanwhile = self._done.acquire(False)
         if answered_meanwhile:  # it waits for a next job: there is none
-            self._job = None
-            self._go.release()
+            self._stop()
+        _hands.owner = None
+
+    def _stop(self) -> None:
+        self._job = None
+        self._go.release()
+
+    def caller_ended(self) -> None:
+        """The calling thread is gone: no job will come, so the hand's thread ends (a given-up
+        hand ends on its own once its executor returns)."""
+        with self._settle:
+            if self._given_up:
+                return
+            self._given_up = True
+        self._stop()
+
+
+class _Owner:
+    """What a calling thread keeps of its hand. The hand's own thread holds the hand, not
+    this: when the calling thread ends, its thread-local value goes, and with it this, which
+    tells the hand to end too, so a host that starts a thread per request leaves no idle
+    threads behind."""
+
+    __slots__ = ("hand",)
+
+    def __init__(self, hand: _Hand) -> None:
+        self.hand = hand
+
+    def __del__(self) -> None:
+        self.hand.caller_ended()
 
 
 # Each calling thread has its own hand; a child process after ``fork`` has none of its
@@ -143,10 +175,12 @@ os.register_at_fork(after_in_child=_forked)
 
 
 def _hand() -> _Hand:
-    hand: _Hand | None = getattr(_hands, "hand", None)
-    if hand is None or hand.generation != _generation:
-        hand = _hands.hand = _Hand()
-    return hand
+    owner: _Owner | None = getattr(_hands, "owner", None)
+    if owner is None or owner.hand.generation != _generation:
+        if owner is not None:  # made before a fork: its thread is not in this process
+            owner.hand._given_up = True
+        owner = _hands.owner = _Owner(_Hand())
+    return owner.hand
 
 
 def send(executor: Executor, request: ExecutionRequest, contract: Contract,
