@@ -92,3 +92,30 @@ def test_the_commonest_shape_takes_the_short_cut() -> None:
     assert propose._chat_message(text) == [propose.ProposedCall(
         "createFollowUp", arguments, "call_1", "openai-chat")]
     assert propose._chat_message(text.replace('"role"', '"role": 1, "role"')) is None
+
+
+flat_values = st.lists(st.tuples(st.sampled_from(["a", "b", "a:b"]), scalars | st.floats()
+                                 | values), max_size=4).map(lambda pairs: ("object", pairs))
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=flat_values | values, escape_colons=st.booleans())
+def test_a_flat_object_reads_as_the_general_reading_reads_it(value: Any,
+                                                            escape_colons: bool) -> None:
+    """``read_flat_object`` answers for objects of plain values only, and then as
+    ``read_json`` does, refusals included; msgspec refuses NaN and infinities for it."""
+    text = spelled(value, escape_colons).replace('"NaN"', "NaN")
+
+    def general(text: str) -> Any:
+        return propose.read_json(text, "arguments are", finite=True)
+
+    try:
+        flat = propose.read_flat_object(text, "arguments are")
+    except Rejection as rejection:
+        assert outcome(general, text) == ("refused", rejection.error_class, rejection.detail)
+        return
+    if flat is not None:
+        assert outcome(general, text) == flat
+        assert all(not isinstance(item, dict | list) for item in flat.values())
+        assert all(item == item and item not in (float("inf"), float("-inf"))
+                   for item in flat.values() if isinstance(item, float))

@@ -20,6 +20,7 @@ from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.propose import (
     NonFiniteNumber,
     ProposedCall,
+    read_flat_object,
     read_json,
     refuse_non_finite,
 )
@@ -73,9 +74,12 @@ def one_call(
             extra={"proposed_tool": name[:100]},
         )
     try:
-        arguments = _decode_arguments(call.arguments, limits)
+        arguments, flat = _decode_arguments(call.arguments, limits)
         declared = contract.flat_fields
-        if declared is not None and _plainly_within_bounds(call.arguments, limits):
+        # a flat object read from a text is within the bounds its text is (read_flat_object)
+        if declared is not None and (
+                flat and len(call.arguments) <= limits.max_string_length and limits.max_depth > 1
+                or _plainly_within_bounds(call.arguments, limits)):
             has_undeclared = declared is not FLAT_AND_OPEN and not arguments.keys() <= declared
         else:
             has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
@@ -95,15 +99,22 @@ def one_call(
     return _parsed_call((contract, arguments, call.call_id, call.format, note))
 
 
-def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
+def _decode_arguments(raw: Any, limits: InputLimits) -> tuple[dict[str, Any], bool]:
+    """The arguments as an object, and whether they were read from a text as an object of
+    plain values (``read_flat_object``)."""
     if raw is None:
-        return {}
+        return {}, False
     if isinstance(raw, str):
         size = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogatepass"))
         if not raw or raw.isspace():
-            return {}
-        raw = read_json(raw, "arguments are", finite=True) if size <= limits.max_bytes \
-            else None
+            return {}, False
+        if size <= limits.max_bytes:
+            flat = read_flat_object(raw, "arguments are")
+            if flat is not None:
+                return flat, True
+            raw = read_json(raw, "arguments are", finite=True)
+        else:
+            raw = None
     else:
         # An object arrives already decoded (Anthropic input, a parsed message): measure it
         # as the JSON it would be, so both spellings of one call meet the same bound.
@@ -122,7 +133,7 @@ def _decode_arguments(raw: Any, limits: InputLimits) -> dict[str, Any]:
             ErrorClass.MALFORMED,
             f"arguments must be a JSON object, not {type(raw).__name__}",
         )
-    return raw
+    return raw, False
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

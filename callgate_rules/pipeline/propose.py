@@ -127,11 +127,37 @@ def read_json(text: str, what: str, *, finite: bool = False) -> Any:
         if finite:  # msgspec refuses every text that holds such a number: only here
             refuse_non_finite(value)
     if _may_repeat_a_key(text, value):
-        key = _repeated_key(text)
-        if key is not None:
-            raise Rejection(ErrorClass.MALFORMED, f"{what} ambiguous: the key {key[:100]!r} "
-                            "appears twice in one object")
+        _refuse_repeated_key(text, what)
     return value
+
+
+# An object of plain values (no object or list inside): the commonest arguments.
+_decode_flat = msgspec.json.Decoder(dict[str, str | int | float | bool | None]).decode
+
+
+def read_flat_object(text: str, what: str) -> dict[str, Any] | None:
+    """``read_json(text, what, finite=True)`` for a text that is one object of plain values,
+    ``None`` for any other text (which ``read_json`` then reads). Its value is within every
+    bound but the length of the whole text: nested once, and, as msgspec reads it, no NaN
+    or infinity and no lone surrogate in any string (it refuses such texts)."""
+    if type(text) is not str:  # msgspec takes no str subclass
+        return None
+    try:
+        value = _decode_flat(text)
+    except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
+        return None
+    if _may_repeat_a_key(text, value):
+        _refuse_repeated_key(text, what)
+    return value
+
+
+def _refuse_repeated_key(text: str, what: str) -> None:
+    """``malformed`` when an object of ``text`` (which ``_may_repeat_a_key`` could not
+    clear) repeats a key."""
+    key = _repeated_key(text)
+    if key is not None:
+        raise Rejection(ErrorClass.MALFORMED, f"{what} ambiguous: the key {key[:100]!r} "
+                        "appears twice in one object")
 
 
 class _ChatFunction(msgspec.Struct, forbid_unknown_fields=True):
