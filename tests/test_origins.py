@@ -165,3 +165,15 @@ def test_a_large_hostile_conversation_is_read_in_bounded_time() -> None:
     found, reads = origins({"to": "DE05" + "0" * 15 + "5", "note": noise(0)[:5000]}, messages)
     assert time.perf_counter() - started < 15.0
     assert len(reads) == 10 and found["to"]["labels"] == ["confidential"]
+
+
+def test_a_call_whose_arguments_are_too_deep_to_decode_is_read_as_text() -> None:
+    deep = "[" * 50_000 + "]" * 50_000  # deeper than json's recursion allows
+    conversation = read_conversation([
+        {"role": "user", "content": "pay GB33BUKB20201555555555"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "t", "arguments": deep}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "GB33BUKB20201555555555 ok"}])
+    origins, _ = trace_origins({"x": "GB33BUKB20201555555555"}, conversation, [],
+                               lambda value: True)
+    assert origins["x"]["sources"] == ["user", "tool", "tool:t"]

@@ -81,7 +81,8 @@ def compile_sequence(item: Mapping[str, Any], source: SourceDocument, path: Node
         if text is not None and compile_cel(source, (*path, *part), text) is None:
             return None
     text = condition(list(after["tools"]), after.get("where"), later.get("where"))
-    compiled = compile_cel(source, path, text)
+    # the one expression the rule needs: the condition itself, or its negation to confirm
+    compiled = compile_cel(source, path, text if effect == "forbid" else f"!({text})")
     if compiled is None:
         return None
     tools = frozenset(later["tools"])
@@ -93,10 +94,7 @@ def compile_sequence(item: Mapping[str, Any], source: SourceDocument, path: Node
         return SequenceRule(item["name"], tools, text, deny=AccessRule(
             name=item["name"], effect="deny", tools=tools, when=compiled, message=message,
             mode=item_mode, on_error=item_on_error, document=document, location=location))
-    passes = compile_cel(source, path, f"!({text})")
-    if passes is None:
-        return None
     return SequenceRule(item["name"], tools, text, confirm=Rule(
-        name=item["name"], expression=passes, error_class=ErrorClass.CONFIRMATION_REQUIRED,
+        name=item["name"], expression=compiled, error_class=ErrorClass.CONFIRMATION_REQUIRED,
         route=None, message=message, user_message=None, hint=None, mode=item_mode,
         on_error=item_on_error, location=location))

@@ -34,7 +34,7 @@ from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
 from callgate_rules.pipeline.execute import Executor, Finder
-from callgate_rules.pipeline.history import entry_of, kept_result
+from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
 from callgate_rules.pipeline.machine import (
     Retries,
     Sleep,
@@ -242,11 +242,8 @@ class Gate:
             run.ended(decision)
             if history is None and progress.contract is not None \
                     and self.plans.records_history:
-                try:
-                    self.histories.record_history(entry_of(decision, progress.contract,
-                                                           run.run_id, request_id, now))
-                except StoreError:  # the call has ended; the next read of it fails closed
-                    self.count("history_not_recorded")
+                entry = entry_of(decision, progress.contract, run.run_id, request_id, now)
+                kept_in_history(lambda: self.histories.record_history(entry), self.count)
         return self._record(decision)
 
     def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
@@ -267,8 +264,11 @@ class Gate:
             return self._record(router.already_confirmed(receipt))
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:  # used: its write ran or runs
             return self._record(router.used_confirmation(receipt))
-        run_id = self.histories.run_of(receipt.operation_id) \
-            if self.plans.records_history else None
+        try:
+            run_id = self.histories.run_of(receipt.operation_id) \
+                if self.plans.records_history else None
+        except StoreError as error:
+            return self._record(router.refused_confirmation(STORE_DOWN, detail=str(error)))
         # Rules over the run are decided again, holding its lease until the write's entry
         # says it ran, as ``handle`` holds it.
         with RunHold(self, run_id) as hold:
@@ -303,8 +303,9 @@ class Gate:
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         ending = machine.run(start=State.SEND)
         if run_id is not None and ending.route == Route.RETURN_RESULT:
-            self.histories.mark_executed(receipt.operation_id, at=now, route=str(ending.route),
-                                         result=kept_result(machine.contract, ending.result))
+            kept_in_history(lambda: self.histories.mark_executed(
+                receipt.operation_id, at=now, route=str(ending.route),
+                result=kept_result(machine.contract, ending.result)), self.count)
         return self._record(router.ended(decision, progress, ending, receipt.operation_id))
 
     def _execute(self, decision: Decision, progress: Progress, actor: Mapping[str, Any],

@@ -39,12 +39,13 @@ run's calls take turns, so a cumulative limit over ``history`` holds exactly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from callgate_rules.cel import types as t
 from callgate_rules.documents.model import Contract
+from callgate_rules.errors import StoreError
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.record import mask
 from callgate_rules.store.history import HistoryEntry
@@ -105,3 +106,12 @@ def kept_result(contract: Contract, result: Any) -> Any:
     if isinstance(result, Mapping):
         return mask(result, contract.mask)
     return result
+
+
+def kept_in_history(write: Callable[[], Any], count: Callable[[str], None]) -> None:
+    """A history write made after the call ended: a store that fails it is counted
+    (``history_not_recorded``), never raised — the next read of the run fails closed."""
+    try:
+        write()
+    except StoreError:
+        count("history_not_recorded")

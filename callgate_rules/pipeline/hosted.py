@@ -47,7 +47,7 @@ from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
-from callgate_rules.pipeline.history import entry_of, kept_result
+from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
 from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.runs import run_from_history
@@ -303,7 +303,7 @@ class HostedWrites:
                     run_id=run_id, at=now, tool=decision.tool or "", arguments={},
                     route=str(decision.route), request_id=request_id,
                     error_class=str(decision.error_class) if decision.error_class else None)
-            self._kept(lambda: self.gate.histories.record_history(entry))
+            kept_in_history(lambda: self.gate.histories.record_history(entry), self.gate.count)
         return decision
 
     def _run_ended(self, decision: Decision) -> None:
@@ -332,12 +332,6 @@ class HostedWrites:
             return self.gate.histories.run_of(operation_id) == run_id
         except StoreError:
             return False
-
-    def _kept(self, write: Callable[[], Any]) -> None:
-        try:
-            write()
-        except StoreError:  # the call has ended; the next one's read of the run fails closed
-            self.gate.count("history_not_recorded")
 
     def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
                         lease: str | None = None) -> WriteMachine:
@@ -370,7 +364,7 @@ class HostedWrites:
         machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease)
         retries = machine.retries
         retries.count = max(receipt.attempts - 1, 0)
-        retries.deadline = _lease_taken(machine.worker) + \
+        retries.deadline = _lease_taken(machine.worker, receipt) + \
             timedelta(seconds=retries.budgets.call_deadline_seconds)
         return decision, progress, machine
 
@@ -447,7 +441,7 @@ class HostedWrites:
         return self.gate.plans.router.ended(decision, progress, ending, operation)
 
     def _done(self, decision: Decision) -> Step:
-        self._kept(lambda: self._run_ended(decision))
+        kept_in_history(lambda: self._run_ended(decision), self.gate.count)
         return Step(Action.DONE, decision.operation_id or "", self._record(decision))
 
     def _record(self, decision: Decision) -> Decision:
@@ -463,7 +457,11 @@ def released_by_a_person(receipt: Receipt) -> bool:
         receipt.error_class == ErrorClass.TRANSIENT
 
 
-def _lease_taken(lease: str) -> datetime:
+def _lease_taken(lease: str, receipt: Receipt) -> datetime:
     """When a lease of ``_hosted_machine``'s making was taken (it holds the store's
-    fence, so a host cannot move this without losing the lease)."""
-    return datetime.fromtimestamp(int(lease.rsplit(":", 1)[1]) / 1000, tz=UTC)
+    fence, so a host cannot move this without losing the lease); a lease of another
+    making (one issued before leases carried their time) runs from the receipt's start."""
+    taken = lease.rsplit(":", 1)[-1]
+    if taken.isdigit():
+        return datetime.fromtimestamp(int(taken) / 1000, tz=UTC)
+    return receipt.confirmed_at or receipt.created_at

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Routing
 from callgate_rules.integrations import confirmation
-from callgate_rules.pipeline.canonical import arguments_hash, operation_id
+from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.record import draft
 from callgate_rules.taxonomy import ErrorClass
@@ -57,11 +57,11 @@ def previewed(decision: Decision, progress: Progress, actor: Mapping[str, Any],
     if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED or contract is None \
             or call is None:
         return Preview(decision)
-    operation = operation_id(request_id, contract.name, contract.document.name, call.arguments)
+    operation, hashed = operation_keys(request_id, contract.name, contract.document.name,
+                                       call.arguments)
     seconds = contract.confirmation.expires_seconds or routing.confirmation_expires_seconds
     expires_at = now + timedelta(seconds=seconds)
-    token = confirmation.issue(secret, operation, actor, arguments_hash(call.arguments),
-                               expires_at)
+    token = confirmation.issue(secret, operation, actor, hashed, expires_at)
     return Preview(decision, operation, draft(contract, progress.variables), token, expires_at)
 
 

@@ -108,7 +108,7 @@ def _json_or_text(text: str | None) -> Any:
         return {}
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # arguments too deep to decode are read as text
         return text
 
 
@@ -196,9 +196,8 @@ class ReadsIndex:
             if piece.result >= 0 and piece.result not in named:
                 named[piece.result] = self._named_by_user(
                     _json_or_text(piece.segment.arguments), position, evidence)
-                self._remember_echo(position, piece.segment.arguments)
-            elif piece.result >= 0 and position - 1 in self.echo_texts:
-                self.echo_texts[position] = self.echo_texts[position - 1]
+            if piece.result >= 0 and piece.segment.arguments:  # a result's pieces share it
+                self.echo_texts[position] = call_arguments(piece.segment.arguments)
         self.reads = [Read(position, piece.segment.kind, piece.segment.tool, piece.segment.turn,
                            piece.labels, named.get(piece.result, False),
                            _counted(distinct[position]), piece.item)
@@ -223,10 +222,6 @@ class ReadsIndex:
             distinct.append(found)
         return distinct
 
-    def _remember_echo(self, position: int, arguments: str | None) -> None:
-        if arguments:
-            self.echo_texts[position] = call_arguments(arguments)
-
     def _named_by_user(self, arguments: Any, position: int, evidence: Evidence) -> bool:
         distinctive = [leaf for leaf in _leaves(arguments) if evidence(leaf)]
         return bool(distinctive) and all(
@@ -238,14 +233,16 @@ class ReadsIndex:
             return self.user_index.places_of_text(squash(value)).keys()
         return self.user_index.places_of_number(as_decimal(value)).keys()
 
-    def places(self, value: Any, spelled: Sequence[Spelled] = ()) -> set[int]:
-        """The pieces ``value`` is written in, whole or in another spelling (``spelled``:
-        the conversation's tokens it holds across separators)."""
+    def places(self, value: Any, keys: Sequence[str],
+               spelled: Sequence[Spelled] = ()) -> set[int]:
+        """The pieces ``value`` is written in, whole or in another spelling (``keys``: its
+        ``canonical_of_value``; ``spelled``: the conversation's tokens it holds across
+        separators)."""
         if isinstance(value, str):
             found = set(self.index.places_of_text(squash(value)).values())
         else:
             found = set(self.index.places_of_number(as_decimal(value)).values())
-        for key in canonical_of_value(value):
+        for key in keys:
             found.update(self.parts.get(key, ()))
         for token in spelled:  # the value is a token spelled across separators
             if token.whole:
@@ -258,13 +255,13 @@ class ReadsIndex:
         echoed = self.echo_texts.get(position)
         return echoed is not None and echoed.repeat(value, keys)
 
-    def composed_by_user(self, value: Any) -> bool:
+    def composed_by_user(self, value: Any, keys: Sequence[str]) -> bool:
         """A string none of the user's messages holds whole, whose every piece the user
-        wrote: a date from its year, month and day; else every word and number of it
-        (at least two)."""
+        wrote (``keys``: its canonical spellings): a date from its year, month and day;
+        else every word and number of it (at least two)."""
         if not isinstance(value, str):
             return False
-        for key in canonical_of_value(value):
+        for key in keys:
             if key.startswith(DATE + ":"):
                 year, month, day = key.removeprefix(DATE + ":").split("-")
                 months = {str(int(month))} | _MONTH_NAMES.get(int(month), set())
@@ -359,11 +356,12 @@ class LabelledRecord:
     labels: tuple[str, ...]
 
 
-def _keys_of(value: Any) -> list[str]:
-    """How a leaf is compared with a value: its squashed text, and its canonical spellings."""
+def _keys_of(value: Any, canonical: Sequence[str] | None = None) -> list[str]:
+    """How a leaf is compared with a value: its squashed text, and its canonical spellings
+    (``canonical``: ``canonical_of_value(value)`` when the caller has it)."""
     keys = ["s:" + squash(value)] if isinstance(value, str) else []
     if isinstance(value, str) or isinstance(value, int | float) and not isinstance(value, bool):
-        keys.extend(canonical_of_value(value))
+        keys.extend(canonical_of_value(value) if canonical is None else canonical)
     return keys
 
 
@@ -413,7 +411,7 @@ def _describe(index: ReadsIndex, places: Iterable[int], value: Any, keys: Sequen
             turns.append(read.turn)
         labels.extend(label for label in read.labels if label not in labels)
         reads.append(read.as_variable())
-    composed = USER not in sources and index.composed_by_user(value)
+    composed = USER not in sources and index.composed_by_user(value, keys)
     if composed:
         sources.append(USER)
     if records.hold(record_keys):
@@ -431,8 +429,8 @@ def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
     keys = canonical_of_value(value)
     spelled = spelled_in(fold(value), index.vocabulary) if isinstance(value, str) else []
     if evidence(value):
-        described = _describe(index, index.places(value, spelled), value, keys, records,
-                              _keys_of(value))
+        described = _describe(index, index.places(value, keys, spelled), value, keys,
+                              records, _keys_of(value, keys))
     else:
         described = {"sources": ["indistinct"], "labels": [], "turns": [], "reads": [],
                      "echoes": [], "latest_turn": False, "composed": False}

@@ -27,7 +27,9 @@ from typing import Any, Protocol
 
 import yaml
 
-MAX_DEPTH = 64  # as a conversation's content (reading.ReadingLimits.max_depth)
+from callgate_rules.integrations.provenance.reading import ReadingLimits
+
+MAX_DEPTH = ReadingLimits.max_depth  # as a conversation's content
 MAX_YAML_CHARACTERS = 1_000_000  # about a tenth of a second with libyaml
 MAX_YAML_NODES = 100_000
 

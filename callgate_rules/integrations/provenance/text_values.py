@@ -40,7 +40,11 @@ from typing import Any
 
 from callgate_rules.integrations.provenance.common_words import COMMON_WORDS
 from callgate_rules.integrations.provenance.matching import fold
-from callgate_rules.integrations.provenance.numbers import numbers_in, significant_digits
+from callgate_rules.integrations.provenance.numbers import (
+    as_decimal,
+    numbers_in,
+    significant_digits,
+)
 from callgate_rules.integrations.provenance.spellings import TOKEN, defanged_in, tokens_in
 
 MAX_TEXT = 200_000  # characters of one text read for parts
@@ -114,11 +118,6 @@ def _date(year: int, month: int, day: int) -> str | None:
 
 def _number_key(number: Decimal) -> str:
     return "number:" + format(number.normalize(), "f")
-
-
-def number_key(number: Decimal) -> str:
-    """The canonical spelling of a number part (``number:1000``, ``number:98.7``)."""
-    return _number_key(number)
 
 
 def parts_of(text: str) -> tuple[TextPart, ...]:
@@ -255,7 +254,7 @@ def canonical_of_value(value: Any) -> tuple[str, ...]:
     if isinstance(value, bool) or value is None:
         return ()
     if isinstance(value, int | float):
-        number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+        number = as_decimal(value)
         return (_number_key(number),) if number.is_finite() else ()
     if isinstance(value, str):
         found = parts_of(value)
