@@ -140,6 +140,12 @@ class ContentCache:
         return os.path.join(root, self.kind, key[:2], key)
 
 
+def cache_enabled() -> bool:
+    """Whether a cache directory is configured, without making its ``Path`` (see
+    ``_cache_root``)."""
+    return _cache_root() is not None
+
+
 def _cache_root() -> str | None:
     """``cache_directory()`` as text, without pathlib's cost on every entry."""
     chosen = os.environ.get("CALLGATE_CACHE_DIR")

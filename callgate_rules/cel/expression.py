@@ -26,7 +26,7 @@ from importlib.util import MAGIC_NUMBER
 from types import CodeType
 from typing import Any
 
-from callgate_rules.cache import ContentCache, cache_directory
+from callgate_rules.cache import ContentCache, cache_enabled
 from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import Compiled, Inline, compile_program, running
 from callgate_rules.cel.compiler.lowering import TYPE_NAMES, library_function
@@ -147,7 +147,7 @@ def _remember(compiled: Compiled, tree: syntax.Node,
     references and guarded paths); None for an expression whose constants or tree cannot
     be pickled (or nest too deeply to), compiled afresh each time. The tree is pickled on
     its own, so that a load need not read it back."""
-    if compiled.code is None or cache_directory() is None:
+    if compiled.code is None or not cache_enabled():
         return None
     body = None if compiled.inline is None else compiled.inline.body
     try:

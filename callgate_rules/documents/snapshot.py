@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jsonschema import FormatChecker
 from jsonschema.protocols import Validator
 
-from callgate_rules.cache import ContentCache, cache_directory
+from callgate_rules.cache import ContentCache, cache_enabled
 from callgate_rules.cel.expression import CompiledExpression, restored
 from callgate_rules.documents.cache import yaml_key
 from callgate_rules.documents.findings import Finding
@@ -82,7 +82,7 @@ class Configuration:
 
     def key(self, cache: ContentCache) -> str | None:
         """The entry name in ``cache`` for these files; None when there is no cache."""
-        if cache_directory() is None:
+        if not cache_enabled():
             return None
         return cache.key(json.dumps([file.key for file in self.files]).encode())
 

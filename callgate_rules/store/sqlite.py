@@ -277,12 +277,13 @@ class SqliteStore(SqlReceiptStore):
         # commits, durably, when it is done.
         return DriverErrors(self, self._cursor)
 
-    @contextmanager
-    def _lease_statement(self) -> Iterator[sqlite3.Cursor]:
+    def _lease_statement(self) -> DriverErrors[sqlite3.Cursor]:
         # A run lease is atomic, not durable (``SqlReceiptStore._lease_statement``): in WAL
         # mode synchronous=NORMAL commits without an fsync, on a connection of its own.
-        with self._errors_as_store_errors():
-            yield self._connection("lease_connection", "NORMAL").cursor()
+        return DriverErrors(self, self._lease_cursor)
+
+    def _lease_cursor(self) -> sqlite3.Cursor:
+        return self._connection("lease_connection", "NORMAL").cursor()
 
     def _read(self) -> DriverErrors[sqlite3.Cursor]:
         return DriverErrors(self, self._cursor)
