@@ -35,6 +35,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -136,26 +137,46 @@ KINDS = {"floor": floor_operations, "gate": gate_operations}
 
 
 def run_worker(kind: str, target: Target, worker: str, seconds: float, ready: Barrier,
-               counts: Queue[int]) -> None:
+               counts: Queue[tuple[int, float]]) -> None:
     sys.path.insert(0, str(REPO))
     try:
         operation = KINDS[kind](target, worker)
         ready.wait()
+        started = time.process_time()  # this process's CPU, every thread of it
         deadline = time.monotonic() + seconds
         done = 0
         while time.monotonic() < deadline:
             operation(done)
             done += 1
     except BaseException:
-        counts.put(-1)  # the parent stops waiting; the traceback is on stderr
+        counts.put((-1, 0.0))  # the parent stops waiting; the traceback is on stderr
         ready.abort()
         raise
-    counts.put(done)
+    counts.put((done, time.process_time() - started))
 
 
-def measure(kind: str, target: Target, workers: int, seconds: float) -> float:
-    ready = SPAWN.Barrier(workers)
-    counts: Queue[int] = SPAWN.Queue()
+@dataclass(frozen=True)
+class Measured:
+    """One cell of one kind: writes per second, and the CPU each write took."""
+
+    per_second: float
+    client_cpu: float  # µs of the workers' own CPU per write
+    other_cpu: float | None  # µs of the rest of the machine's CPU per write (the server's)
+
+
+def busy_ticks() -> int | None:
+    """The machine's CPU ticks spent not idle so far (Linux), or None elsewhere."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return user + nice + system + irq + softirq + steal
+
+
+def measure(kind: str, target: Target, workers: int, seconds: float) -> Measured:
+    ready = SPAWN.Barrier(workers + 1)  # the workers and this process, which times the cell
+    counts: Queue[tuple[int, float]] = SPAWN.Queue()
     run = uuid.uuid4().hex[:8]
     processes = [
         SPAWN.Process(target=run_worker,
@@ -164,14 +185,29 @@ def measure(kind: str, target: Target, workers: int, seconds: float) -> float:
     ]
     for process in processes:
         process.start()
-    done = [counts.get(timeout=seconds + 180) for _ in processes]
+    # The machine's busy CPU over the cell's window: from the barrier the workers start at
+    # to their deadline (their set-up and exit excluded).
+    try:
+        ready.wait(timeout=180)
+    except threading.BrokenBarrierError:
+        pass  # a worker failed: its report says so below
+    busy_before = busy_ticks()
+    time.sleep(seconds)
+    busy_after = busy_ticks()
+    reports = [counts.get(timeout=seconds + 180) for _ in processes]
     for process in processes:
         process.join()
-    if min(done) < 0:
+    done = sum(count for count, _ in reports)
+    if min(count for count, _ in reports) < 0:
         raise SystemExit(f"a {kind} worker failed (see above)")
-    if kind == "gate" and succeeded(target, run) != sum(done):
-        raise SystemExit(f"{sum(done)} writes made, {succeeded(target, run)} receipts succeeded")
-    return sum(done) / seconds
+    if kind == "gate" and succeeded(target, run) != done:
+        raise SystemExit(f"{done} writes made, {succeeded(target, run)} receipts succeeded")
+    client = sum(cpu for _, cpu in reports) / done * 1e6
+    other = None
+    if busy_before is not None and busy_after is not None:
+        machine = (busy_after - busy_before) / os.sysconf("SC_CLK_TCK") / done * 1e6
+        other = max(0.0, machine - client)
+    return Measured(done / seconds, client, other)
 
 
 def succeeded(target: Target, run: str) -> int:
@@ -190,15 +226,39 @@ def succeeded(target: Target, run: str) -> int:
         return int(row[0]) if row else 0
 
 
-def cell(target: Target, workers: int, seconds: float,
-         rounds: int) -> tuple[float, float, list[float]]:
-    """Floor and gate in turns, ``rounds`` times: writes/s of each, and each round's ratio."""
+@dataclass(frozen=True)
+class Cell:
+    """Floor and gate at one worker count, over the rounds."""
+
+    store: str
+    workers: int
+    floors: list[Measured]
+    gates: list[Measured]
+
+    @staticmethod
+    def mean(measured: list[Measured], value: Callable[[Measured], float | None]) -> float | None:
+        values = [value(one) for one in measured]
+        return None if None in values else sum(v for v in values if v is not None) / len(values)
+
+    def ratios(self) -> list[float]:
+        return [gate.per_second / floor.per_second
+                for floor, gate in zip(self.floors, self.gates, strict=True)]
+
+
+def cell(target: Target, workers: int, seconds: float, rounds: int) -> Cell:
+    """Floor and gate in turns, ``rounds`` times."""
     floors, gates = [], []
     for _ in range(rounds):
         floors.append(measure("floor", target, workers, seconds))
         gates.append(measure("gate", target, workers, seconds))
-    return (sum(floors) / rounds, sum(gates) / rounds,
-            [gate / floor for floor, gate in zip(floors, gates, strict=True)])
+    return Cell(target.kind, workers, floors, gates)
+
+
+def cpu(measured: list[Measured]) -> str:
+    """``client + other`` µs per write, as the rounds' means."""
+    client = Cell.mean(measured, lambda one: one.client_cpu) or 0.0
+    other = Cell.mean(measured, lambda one: one.other_cpu)
+    return f"{client:.0f}" + ("" if other is None else f" + {other:.0f}")
 
 
 def prepare(target: Target) -> None:
@@ -231,37 +291,40 @@ def main() -> None:
     postgres_url = os.environ.get("CALLGATE_BENCH_POSTGRES_URL") or os.environ.get(
         "CALLGATE_TEST_POSTGRES_URL")
 
-    rows: list[tuple[str, int, float, float, list[float]]] = []
+    rows: list[Cell] = []
     with tempfile.TemporaryDirectory(prefix="callgate-write-bench-") as directory:
         if options.only != "postgres":
             for workers in worker_counts:
                 target = Target("sqlite", os.path.join(directory, f"receipts-{workers}.db"))
                 prepare(target)
-                rows.append(("sqlite", workers,
-                             *cell(target, workers, options.seconds, options.rounds)))
+                rows.append(cell(target, workers, options.seconds, options.rounds))
     if postgres_url and options.only != "sqlite":
         schema = f"callgate_wbench_{uuid.uuid4().hex[:8]}"
         target = Target("postgres", postgres_url, schema)
         try:
             prepare(target)
             for workers in worker_counts:
-                rows.append(("postgres", workers,
-                             *cell(target, workers, options.seconds, options.rounds)))
+                rows.append(cell(target, workers, options.seconds, options.rounds))
         finally:
             drop_schema(postgres_url, schema)
 
     print(f"executed writes per second; workers are processes, {options.seconds:g} s per "
           f"cell, {options.rounds} round(s) floor then gate, {os.cpu_count()} CPUs, SQLite "
           f"{sqlite3.sqlite_version} (WAL, synchronous=FULL) in {tempfile.gettempdir()}")
+    print("CPU µs per write: the workers' own (every thread), then the rest of the machine's "
+          "in the same window (the server, its kernel work, anything else running)")
     print(f"{'store':>9} {'workers':>7} {'floor/s':>9} {'handle/s':>9} {'ratio':>6} "
-          f"{'rounds':>11}  target")
-    for kind, workers, floor, gate, ratios in rows:
-        wanted = TARGETS.get((kind, workers))
+          f"{'rounds':>11} {'floor CPU':>13} {'handle CPU':>13}  target")
+    for row in rows:
+        floor = Cell.mean(row.floors, lambda one: one.per_second) or 0.0
+        gate = Cell.mean(row.gates, lambda one: one.per_second) or 0.0
+        ratios = row.ratios()
+        wanted = TARGETS.get((row.store, row.workers))
         verdict = "" if wanted is None else (
             f"≥ {wanted:.0%} {'met' if gate / floor >= wanted else 'MISSED'}")
         spread = f"{min(ratios):.0%}–{max(ratios):.0%}"
-        print(f"{kind:>9} {workers:>7} {floor:9.0f} {gate:9.0f} {gate / floor:6.0%} "
-              f"{spread:>11}  {verdict}")
+        print(f"{row.store:>9} {row.workers:>7} {floor:9.0f} {gate:9.0f} {gate / floor:6.0%} "
+              f"{spread:>11} {cpu(row.floors):>13} {cpu(row.gates):>13}  {verdict}")
     if not postgres_url and options.only != "sqlite":
         print("PostgreSQL skipped: set CALLGATE_BENCH_POSTGRES_URL or CALLGATE_TEST_POSTGRES_URL")
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -171,6 +172,7 @@ class PostgresStore(SqlReceiptStore):
         max_connections: int = 10,
         connect_timeout: float = 5.0,
     ) -> None:
+        super().__init__()
         self.url = redact_url(url)
         self.schema = schema
         if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
@@ -207,7 +209,7 @@ class PostgresStore(SqlReceiptStore):
             max_size=max_connections,
             configure=self._configure,
             # A connection the server dropped while idle is replaced instead of failing a call.
-            check=ConnectionPool.check_connection,
+            check=_check_if_spoken,
             open=False,
             name=f"callgate {self.url}",
         )
@@ -269,15 +271,19 @@ class PostgresStore(SqlReceiptStore):
 
     _read = _write  # a read in a transaction of its own sees one snapshot
 
-    @contextmanager
-    def _statement(self) -> Iterator[PsycopgCursor[Any]]:
+    def _statement(self) -> Lent:
         # The pool's connections are in autocommit: no BEGIN, no COMMIT round trip.
-        with (
-            self._errors_as_store_errors(),
-            self._pool.connection() as connection,
-            connection.cursor() as cursor,
-        ):
-            yield cursor
+        return Lent(self)
+
+    def _connection_lost(self, error: BaseException | None) -> bool:
+        # Class 08 is a connection exception; 57P01-57P03 and 57P05 the server ending the
+        # session (shut down, crash recovery, idle timeout); psycopg's own "the connection
+        # is lost" errors carry no SQLSTATE.
+        from psycopg import OperationalError
+
+        code = getattr(error, "sqlstate", None)
+        return isinstance(error, OperationalError) and (
+            code is None or code.startswith("08") or code in _SESSION_ENDED)
 
     @contextmanager
     def _lease_statement(self) -> Iterator[PsycopgCursor[Any]]:
@@ -373,6 +379,61 @@ class PostgresStore(SqlReceiptStore):
             raise StoreConfigError(
                 f"cannot open receipt store {self.url}: the role lacks {described}"
             )
+
+
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
+
+
+class Lent:
+    """``with Lent(store) as cursor``: a cursor on a connection lent by the store's pool for
+    one statement, given back after it; the driver's errors raised as ``StoreError``.
+
+    The pool's ``getconn`` and ``putconn`` without its ``connection()`` context: a write
+    lends two connections, and two generator contexts (the pool's and a ``with
+    connection``, whose commit an autocommitted connection does not need) cost more than
+    the statement's own Python.
+    """
+
+    __slots__ = ("store", "connection", "cursor")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> PsycopgCursor[Any]:
+        pool = self.store._pool
+        try:
+            self.connection = pool.getconn()
+        except self.store._driver_error as error:
+            raise self.store._store_error(error) from error
+        cursor: PsycopgCursor[Any] = self.connection.cursor()
+        self.cursor = cursor
+        return cursor
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.cursor.close()
+        self.store._pool.putconn(self.connection)  # a broken connection is replaced
+        if isinstance(error, self.store._driver_error):
+            raise self.store._store_error(error) from error
+
+
+def _check_if_spoken(connection: Connection[Any]) -> None:
+    """The pool's check of a connection it is about to lend: asked with a round trip only
+    when the server has written to it.
+
+    An idle connection the server still holds has nothing to read; one the server closed
+    (shut down, restarted, terminated, timed out) has its last words or the end of the
+    stream waiting, so its socket is readable at once. A healthy connection thus costs one
+    ``select`` instead of a round trip; a statement that meets a connection lost after the
+    check anyway is sent once more, where that is safe (``SqlReceiptStore._sent``).
+    """
+    import select
+
+    from psycopg_pool import ConnectionPool
+
+    readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(connection)
 
 
 def _one_line(exc: BaseException) -> str:

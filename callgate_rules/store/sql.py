@@ -28,14 +28,13 @@ A dialect subclass (``SqliteStore``, ``PostgresStore``) supplies only what diffe
 
 from __future__ import annotations
 
-import json
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
@@ -58,6 +57,7 @@ from callgate_rules.store.base import (
     resolved_error_class,
 )
 from callgate_rules.store.history import HISTORY_LIMIT, HistoryEntry, HistoryStatements
+from callgate_rules.store.rows import Rows
 from callgate_rules.store.statements import Cursor, Query, Row, Statements, Write, execute
 
 Opened = TypeVar("Opened")
@@ -65,6 +65,9 @@ Opened = TypeVar("Opened")
 # How often a claim or hold starts over when the receipt it collided with was purged before
 # it could be read; a purge only takes receipts finished long ago, so once is plenty.
 VANISHED_RETRIES = 3
+# How many claims a store object keeps for their finishes (``SqlReceiptStore._held``): one
+# per write in flight, so far more than a process has threads.
+HELD_LIMIT = 4096
 
 
 class SqlReceiptStore(ABC):
@@ -77,25 +80,32 @@ class SqlReceiptStore(ABC):
 
     # Receipts ------------------------------------------------------------------------------
 
+    def __init__(self) -> None:
+        # The receipts of the claims this store object made and not yet finished, by
+        # operation ID: a finish builds its receipt from its claim's instead of reading the
+        # row back (``finish``). Bounded: a claim never finished is forgotten, not leaked.
+        self._held: dict[str, Receipt] = {}
+        self._rows = Rows(self._time_value, self._json_value)
+
     def claim(
         self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
     ) -> Claim:
         now = as_utc(now)
         parameters = {**_operation_parameters(op), **self._lease(worker, lease, now)}
         # The common case, a new operation ID, is one statement committed on its own; the
-        # primary key decides, so a concurrent claim of the same ID finds the row below.
-        with self._statement() as cursor:
-            execute(cursor, self._sql.insert_new_claim, parameters)
-            is_new = cursor.rowcount == 1
-        if is_new:
-            return Claim(ClaimOutcome.CLAIMED, self._new_claim(op, parameters))
+        # primary key decides, so a concurrent claim of the same ID finds the row below. It
+        # may be sent twice (``_sent``): a second INSERT of a row the first made creates
+        # nothing, and the row is then decided below like anyone's (busy, as its lease is
+        # live), so a lost connection never makes a second holder.
+        if self._sent(self._sql.insert_new_claim, parameters).written == 1:
+            return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.new_claim(op, parameters)))
         # The ID exists: decide under the row lock. A receipt purged between the INSERT and
         # the SELECT sends us round once more.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
                 created = self._written(cursor, self._sql.insert_claimed, parameters)
                 if created is not None:
-                    return Claim(ClaimOutcome.CLAIMED, self._receipt(created))
+                    return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.receipt(created)))
                 existing = self._existing(cursor, self._sql.lock_receipt, op)
                 if existing is None:
                     continue
@@ -103,7 +113,7 @@ class SqlReceiptStore(ABC):
                 if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
                     return Claim(outcome, existing)
                 taken = self._written(cursor, self._sql.take_over, parameters)
-                return Claim(outcome, self._receipt(_required(taken)))
+                return self._holding(Claim(outcome, self._rows.receipt(_required(taken))))
         raise StoreError(f"receipt {op.operation_id!r} kept vanishing while being claimed")
 
     def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
@@ -112,7 +122,7 @@ class SqlReceiptStore(ABC):
         renewed = self._write_one(self._sql.renew, parameters)
         if renewed is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
-        return self._receipt(renewed)
+        return self._rows.receipt(renewed)
 
     def finish(
         self,
@@ -132,10 +142,25 @@ class SqlReceiptStore(ABC):
             "result": None if result is None else canonical_json(result),
             "error_class": error_class, "detail": detail, "now": stored_now,
         }
-        finished = self._write_one(self._sql.finish, parameters)
-        if finished is None:
-            raise LeaseLost(lease_lost_message(operation_id, worker))
-        return self._receipt(finished)
+        held = self._held.pop(operation_id, None)
+        if not self._sql.returns_rows:
+            finished = self._write_one(self._sql.finish, parameters)
+            if finished is None:
+                raise LeaseLost(lease_lost_message(operation_id, worker))
+            return self._rows.receipt(finished)
+        # One statement, fenced by the lease, so it may be sent twice (``_sent``): a second
+        # matches nothing when the first landed, and the row then shows it did.
+        counted = (self._sql.finish_counted
+                   if held is not None and held.lease_owner == worker else None)
+        sent = self._sent(counted or self._sql.finish.statement, parameters)
+        if sent.rows and held is not None and counted is not None:
+            return self._rows.finished(held, parameters, sent.rows[0])
+        if sent.rows:
+            return self._rows.receipt(sent.rows[0])
+        landed = self.get(operation_id) if sent.again else None
+        if landed is not None and self._rows.is_finish_of(landed, parameters):
+            return landed
+        raise LeaseLost(lease_lost_message(operation_id, worker))
 
     def hold_for_confirmation(
         self, op: NewOperation, *, expires_at: datetime, now: datetime, detail: str | None = None
@@ -149,7 +174,7 @@ class SqlReceiptStore(ABC):
             with self._write() as cursor:
                 created = self._written(cursor, self._sql.insert_held, parameters)
                 if created is not None:
-                    return self._receipt(created)
+                    return self._rows.receipt(created)
                 existing = self._existing(cursor, self._sql.select_receipt, op)
                 if existing is not None:
                     return existing
@@ -174,25 +199,25 @@ class SqlReceiptStore(ABC):
             # of two replays of one confirmation only the first matches.
             claimed = self._written(cursor, self._sql.claim_confirmed, parameters)
             if claimed is not None:
-                return Claim(ClaimOutcome.CLAIMED, self._receipt(claimed))
+                return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.receipt(claimed)))
             execute(cursor, self._sql.select_receipt, parameters)
             row = cursor.fetchone()
         if row is None:
             raise StoreError(f"no receipt for operation {operation_id!r} to confirm")
-        existing = self._receipt(row)
+        existing = self._rows.receipt(row)
         return Claim(replayed_confirmation_outcome(existing, now=now), existing)
 
     def get(self, operation_id: str) -> Receipt | None:
         with self._read() as cursor:
             execute(cursor, self._sql.select_receipt, {"operation_id": operation_id})
             row = cursor.fetchone()
-        return None if row is None else self._receipt(row)
+        return None if row is None else self._rows.receipt(row)
 
     def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
         with self._read() as cursor:
             execute(cursor, self._sql.list_receipts, {"state": state.value, "limit": limit})
             rows = cursor.fetchall()
-        return [self._receipt(row) for row in rows]
+        return [self._rows.receipt(row) for row in rows]
 
     # Review queue --------------------------------------------------------------------------
 
@@ -206,20 +231,20 @@ class SqlReceiptStore(ABC):
             review = self._written(cursor, self._sql.insert_review, parameters)
             if item.operation_id is not None:
                 execute(cursor, self._sql.move_to_review, parameters)
-        return self._review(_required(review))
+        return self._rows.review(_required(review))
 
     def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
         with self._read() as cursor:
             wanted = None if status is None else status.value
             execute(cursor, self._sql.list_reviews, {"status": wanted})
             rows = cursor.fetchall()
-        return [self._review(row) for row in rows]
+        return [self._rows.review(row) for row in rows]
 
     def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
         parameters = {"reviewer": reviewer, "now": self._time_parameter(now)}
         with self._write() as cursor:
             taken = self._take_oldest_open_review(cursor, parameters)
-        return None if taken is None else self._review(taken)
+        return None if taken is None else self._rows.review(taken)
 
     def resolve_review(
         self, review_id: str, *, resolution: str, note: str, by: str, now: datetime
@@ -237,7 +262,7 @@ class SqlReceiptStore(ABC):
             if row["status"] == ReviewStatus.RESOLVED.value:
                 raise StoreError(f"review item {review_id!r} is already resolved")
             written = self._written(cursor, self._sql.resolve_review, parameters)
-            resolved = self._review(_required(written))
+            resolved = self._rows.review(_required(written))
             if resolved.operation_id is not None:
                 settled = {
                     **parameters,
@@ -373,6 +398,11 @@ class SqlReceiptStore(ABC):
     def _json_value(stored: Any, /) -> Any:
         """A stored JSON column as Python values."""
 
+    def _connection_lost(self, error: BaseException | None) -> bool:
+        """Whether ``error`` says the connection went away (so the statement may not have
+        reached the server): a file's connection never does."""
+        return False
+
     def _describe_error(self, error: Exception) -> str:
         return str(error)
 
@@ -408,31 +438,38 @@ class SqlReceiptStore(ABC):
         execute(cursor, write.refetch, parameters)
         return _required(cursor.fetchone())
 
+    def _sent(self, query: Query, parameters: Mapping[str, Any]) -> Sent:
+        """``query`` committed on its own. When its connection was lost, so that whether it
+        ran is unknown, it is sent once more on a fresh connection (the pool replaces a dead
+        one): only for statements that may be sent twice, as the claim's INSERT and the
+        finish's fenced UPDATE may."""
+        try:
+            return self._send(query, parameters, again=False)
+        except StoreError as error:
+            if not self._connection_lost(error.__cause__):
+                raise
+        return self._send(query, parameters, again=True)
+
+    def _send(self, query: Query, parameters: Mapping[str, Any], *, again: bool) -> Sent:
+        with self._statement() as cursor:
+            execute(cursor, query, parameters)
+            # Read to the end: SQLite commits an autocommitted statement once it is done.
+            rows = cursor.fetchall() if query.returns_rows else []
+            return Sent(len(rows) if rows else cursor.rowcount, rows, again)
+
+    def _holding(self, claim: Claim) -> Claim:
+        """``claim``, its receipt kept for the finish when it holds the lease."""
+        held = self._held
+        if len(held) >= HELD_LIMIT:
+            held.clear()  # claims never finished (their holders failed): forget them all
+        held[claim.receipt.operation_id] = claim.receipt
+        return claim
+
     def _write_one(self, write: Write, parameters: Mapping[str, Any]) -> Row | None:
         """``write`` on its own: with ``RETURNING`` one autocommitted statement, else in a
         transaction that reads the row back."""
         with self._statement() if self._sql.returns_rows else self._write() as cursor:
             return self._written(cursor, write, parameters)
-
-    def _new_claim(self, op: NewOperation, parameters: Mapping[str, Any]) -> Receipt:
-        """The receipt ``insert_new_claim`` just created, from the row's own parameters
-        (JSON and instants as a read gives them back), without reading it."""
-        created, lease_expires_at = parameters["now"], parameters["lease_expires_at"]
-        return Receipt(
-            operation_id=op.operation_id,
-            state=ReceiptState.CLAIMED,
-            request_id=op.request_id,
-            tool=op.tool,
-            contract_version=op.contract_version,
-            args_hash=op.args_hash,
-            arguments=json.loads(parameters["arguments"]),
-            actor=json.loads(parameters["actor"]),
-            created_at=self._time_value(created),
-            updated_at=self._time_value(created),
-            lease_owner=parameters["worker"],
-            lease_expires_at=self._time_value(lease_expires_at),
-            attempts=1,
-        )
 
     def _existing(self, cursor: Cursor, statement: Query, op: NewOperation) -> Receipt | None:
         """The receipt ``op`` collided with, read with ``statement``; None if it is gone.
@@ -443,54 +480,16 @@ class SqlReceiptStore(ABC):
         row = cursor.fetchone()
         if row is None:
             return None
-        existing = self._receipt(row)
+        existing = self._rows.receipt(row)
         check_same_arguments(existing, op)
         return existing
 
-    def _receipt(self, row: Row) -> Receipt:
-        time, json_value = self._time_value, self._json_value
-        confirmed_at, expires_at = row["confirmed_at"], row["confirmation_expires_at"]
-        lease_expires_at = row["lease_expires_at"]
-        return Receipt(
-            operation_id=row["operation_id"],
-            state=ReceiptState(row["state"]),
-            request_id=row["request_id"],
-            tool=row["tool"],
-            contract_version=row["contract_version"],
-            args_hash=row["args_hash"],
-            arguments=json_value(row["arguments"]),
-            actor=json_value(row["actor"]),
-            created_at=time(row["created_at"]),
-            updated_at=time(row["updated_at"]),
-            result=None if row["result"] is None else json_value(row["result"]),
-            error_class=row["error_class"],
-            detail=row["detail"],
-            confirmed_by=row["confirmed_by"],
-            confirmed_at=None if confirmed_at is None else time(confirmed_at),
-            confirmation_expires_at=None if expires_at is None else time(expires_at),
-            lease_owner=row["lease_owner"],
-            lease_expires_at=None if lease_expires_at is None else time(lease_expires_at),
-            attempts=row["attempts"],
-        )
+class Sent(NamedTuple):
+    """What one statement committed on its own did."""
 
-    def _review(self, row: Row) -> ReviewItem:
-        time, taken_at, resolved_at = self._time_value, row["taken_at"], row["resolved_at"]
-        return ReviewItem(
-            review_id=row["review_id"],
-            tool=row["tool"],
-            reason=row["reason"],
-            summary=row["summary"],
-            operation_id=row["operation_id"],
-            payload=self._json_value(row["payload"]),
-            status=ReviewStatus(row["status"]),
-            created_at=time(row["created_at"]),
-            taken_by=row["taken_by"],
-            taken_at=None if taken_at is None else time(taken_at),
-            resolution=row["resolution"],
-            note=row["note"],
-            resolved_by=row["resolved_by"],
-            resolved_at=None if resolved_at is None else time(resolved_at),
-        )
+    written: int  # rows it wrote
+    rows: list[Row]  # rows it returned
+    again: bool  # it was sent a second time, its first connection lost
 
 
 class DriverErrors(Generic[Opened]):

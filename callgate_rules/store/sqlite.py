@@ -146,6 +146,7 @@ class SqliteStore(SqlReceiptStore):
     _driver_error = sqlite3.Error
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+        super().__init__()
         self.path = os.path.abspath(os.fspath(path))
         self.url = f"sqlite:///{self.path}"
         if sqlite3.sqlite_version_info < MINIMUM_SQLITE:

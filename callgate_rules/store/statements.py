@@ -55,9 +55,11 @@ class Query(NamedTuple):
 
     sql: str
     arguments: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    returns_rows: bool = False  # a SELECT, or a write with RETURNING
 
 
 _PARAMETER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+_RETURNS_ROWS = re.compile(r"^\s*SELECT\b|\bRETURNING\b", re.IGNORECASE)
 
 
 def render(template: str, dialect: Dialect) -> Query:
@@ -69,7 +71,8 @@ def render(template: str, dialect: Dialect) -> Query:
         names.append(name)
         return dialect.placeholder + ("" if kind is None else dialect.casts[kind])
 
-    return Query(_PARAMETER.sub(parameter, template), _picker(names))
+    sql = _PARAMETER.sub(parameter, template)
+    return Query(sql, _picker(names), _RETURNS_ROWS.search(sql) is not None)
 
 
 def execute(cursor: Cursor, query: Query, parameters: Mapping[str, Any]) -> None:
@@ -209,6 +212,11 @@ class Statements:
         self.take_over = receipt_write(TAKE_OVER)
         self.renew = receipt_write(RENEW)
         self.finish = receipt_write(FINISH)
+        # A finish whose claim this store object made needs only two columns back: the rest
+        # of the receipt is the claim's and the finish's own parameters (the result as the
+        # database keeps it: PostgreSQL's jsonb writes 4.6e+16 as 46000000000000000).
+        self.finish_counted = (render(FINISH + " RETURNING attempts, result", dialect)
+                               if dialect.returning else None)
         self.insert_held = receipt_write(INSERT_HELD)
         self.claim_confirmed = receipt_write(CLAIM_CONFIRMED)
         self.insert_review = review_write(INSERT_REVIEW)

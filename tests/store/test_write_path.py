@@ -9,11 +9,14 @@ returns is the one a read of the row gives back.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from callgate_rules.store import ClaimOutcome, ReceiptState, ReceiptStore, SqliteStore
 from callgate_rules.store.sqlite import RETURNING_SQLITE
@@ -82,3 +85,49 @@ def test_a_finish_committed_on_its_own_is_seen_by_another_connection(tmp_path: P
         reader.close()
         writer.close()
     assert tuple(row) == ("succeeded", "[1]")
+
+
+# A finish after this store object's own claim builds its receipt from the claim's and its
+# own parameters (``SqlReceiptStore._finished``) instead of reading the row back: it must be
+# exactly what a read gives, whichever way the lease was taken and whatever was written.
+
+# PostgreSQL keeps no NUL character in text or jsonb (a StoreError there, not a receipt).
+TEXT = st.text(st.characters(blacklist_characters="\x00"), max_size=8)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8)
+OUTCOMES = st.sampled_from([ReceiptState.SUCCEEDED, ReceiptState.FAILED,
+                            ReceiptState.OUTCOME_UNKNOWN])
+TAKEN = st.sampled_from(["new", "after a lapsed lease", "confirmed"])
+
+
+def take(store: ReceiptStore, how: str, operation_id: str) -> None:
+    if how == "new":
+        assert store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0).may_execute
+    elif how == "after a lapsed lease":
+        store.claim(operation(operation_id), worker="w0", lease=LEASE, now=T0)
+        taken = store.claim(operation(operation_id), worker="w1", lease=LEASE,
+                            now=T0 + 2 * LEASE)
+        assert taken.outcome is ClaimOutcome.RECONCILE
+    else:
+        store.hold_for_confirmation(operation(operation_id), expires_at=T0 + LEASE, now=T0)
+        assert store.claim_confirmed(operation_id, confirmed_by="dana", worker="w1",
+                                     lease=LEASE, now=T0).outcome is ClaimOutcome.CLAIMED
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=TAKEN, state=OUTCOMES, result=JSON_VALUES,
+       detail=st.none() | TEXT)
+def test_a_finish_returns_what_a_read_of_its_row_gives(
+    store: ReceiptStore, how: str, state: ReceiptState, result: Any, detail: str | None,
+) -> None:
+    operation_id = f"op-{uuid.uuid4().hex[:10]}"
+    take(store, how, operation_id)
+    done = store.finish(operation_id, worker="w1", state=state, now=T0 + LEASE * 3,
+                        result=result, error_class=None if state is ReceiptState.SUCCEEDED
+                        else "transient", detail=detail)
+
+    assert done == store.get(operation_id)

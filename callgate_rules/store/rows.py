@@ -1,0 +1,121 @@
+"""Receipts and review items as the SQL stores read them: from a row, or from what a write
+sent when the row need not be read back.
+
+A receipt built without reading its row is exactly the one a read gives (instants and JSON as
+the dialect reads them back); ``tests/store/test_write_path.py`` holds both ways equal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from callgate_rules.store.base import (
+    NewOperation,
+    Receipt,
+    ReceiptState,
+    ReviewItem,
+    ReviewStatus,
+)
+from callgate_rules.store.statements import Row
+
+
+class Rows:
+    """Rows read with one dialect's ``time`` (a stored instant as an aware datetime in UTC)
+    and ``json_value`` (a stored JSON column as Python values)."""
+
+    __slots__ = ("time", "json_value")
+
+    def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any]) -> None:
+        self.time, self.json_value = time, json_value
+
+    def finished(self, held: Receipt, parameters: Mapping[str, Any], row: Row) -> Receipt:
+        """The receipt ``finish`` wrote over the claim ``held``, as a read of its row gives
+        it: the claim's columns (only a holder's statements change them, and the lease's
+        fence matched), the finish's own, and the attempts and result the row holds."""
+        result = row["result"]
+        return Receipt(  # not dataclasses.replace, which reads every field by name first
+            operation_id=held.operation_id, state=ReceiptState(parameters["state"]),
+            request_id=held.request_id, tool=held.tool, contract_version=held.contract_version,
+            args_hash=held.args_hash, arguments=held.arguments, actor=held.actor,
+            created_at=held.created_at, updated_at=self.time(parameters["now"]),
+            result=None if result is None else self.json_value(result),
+            error_class=parameters["error_class"], detail=parameters["detail"],
+            confirmed_by=held.confirmed_by, confirmed_at=held.confirmed_at,
+            confirmation_expires_at=held.confirmation_expires_at, attempts=row["attempts"])
+
+    def is_finish_of(self, receipt: Receipt, parameters: Mapping[str, Any]) -> bool:
+        """Whether ``receipt`` is what the finish with ``parameters`` wrote (it landed before
+        its connection was lost): its outcome, at its instant, the lease released. (Not its
+        result: the database may spell numbers its own way, as jsonb does.)"""
+        return (receipt.state == parameters["state"] and receipt.lease_owner is None
+                and receipt.updated_at == self.time(parameters["now"])
+                and receipt.error_class == parameters["error_class"]
+                and receipt.detail == parameters["detail"])
+
+    def new_claim(self, op: NewOperation, parameters: Mapping[str, Any]) -> Receipt:
+        """The receipt ``insert_new_claim`` just created, from the row's own parameters
+        (JSON and instants as a read gives them back), without reading it."""
+        created, lease_expires_at = parameters["now"], parameters["lease_expires_at"]
+        return Receipt(
+            operation_id=op.operation_id,
+            state=ReceiptState.CLAIMED,
+            request_id=op.request_id,
+            tool=op.tool,
+            contract_version=op.contract_version,
+            args_hash=op.args_hash,
+            arguments=json.loads(parameters["arguments"]),
+            actor=json.loads(parameters["actor"]),
+            created_at=self.time(created),
+            updated_at=self.time(created),
+            lease_owner=parameters["worker"],
+            lease_expires_at=self.time(lease_expires_at),
+            attempts=1,
+        )
+
+    def receipt(self, row: Row) -> Receipt:
+        time, json_value = self.time, self.json_value
+        confirmed_at, expires_at = row["confirmed_at"], row["confirmation_expires_at"]
+        lease_expires_at = row["lease_expires_at"]
+        return Receipt(
+            operation_id=row["operation_id"],
+            state=ReceiptState(row["state"]),
+            request_id=row["request_id"],
+            tool=row["tool"],
+            contract_version=row["contract_version"],
+            args_hash=row["args_hash"],
+            arguments=json_value(row["arguments"]),
+            actor=json_value(row["actor"]),
+            created_at=time(row["created_at"]),
+            updated_at=time(row["updated_at"]),
+            result=None if row["result"] is None else json_value(row["result"]),
+            error_class=row["error_class"],
+            detail=row["detail"],
+            confirmed_by=row["confirmed_by"],
+            confirmed_at=None if confirmed_at is None else time(confirmed_at),
+            confirmation_expires_at=None if expires_at is None else time(expires_at),
+            lease_owner=row["lease_owner"],
+            lease_expires_at=None if lease_expires_at is None else time(lease_expires_at),
+            attempts=row["attempts"],
+        )
+
+    def review(self, row: Row) -> ReviewItem:
+        time, taken_at, resolved_at = self.time, row["taken_at"], row["resolved_at"]
+        return ReviewItem(
+            review_id=row["review_id"],
+            tool=row["tool"],
+            reason=row["reason"],
+            summary=row["summary"],
+            operation_id=row["operation_id"],
+            payload=self.json_value(row["payload"]),
+            status=ReviewStatus(row["status"]),
+            created_at=time(row["created_at"]),
+            taken_by=row["taken_by"],
+            taken_at=None if taken_at is None else time(taken_at),
+            resolution=row["resolution"],
+            note=row["note"],
+            resolved_by=row["resolved_by"],
+            resolved_at=None if resolved_at is None else time(resolved_at),
+        )
