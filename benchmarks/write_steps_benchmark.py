@@ -19,19 +19,23 @@ step's count from separate processes; the executor's thread is counted too, its 
 is not); then the executor's hand-off alone, the gate's against a ``ThreadPoolExecutor``
 (the one it replaced), least and median of 15 runs of 2,000 in turns.
 
-    python benchmarks/write_steps_benchmark.py [--quick] [--writes 1000]
+    python benchmarks/write_steps_benchmark.py [--quick] [--writes 1000] [--store postgres]
+
+``--store postgres`` counts the same steps against the PostgreSQL server of
+CALLGATE_BENCH_POSTGRES_URL (or CALLGATE_TEST_POSTGRES_URL), in a schema of its own dropped
+afterwards: the client's instructions (the server's are not counted), so what the gate
+adds to the floor's two statements there.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,9 +49,25 @@ STEPS = ("decide", "machine", "execute", "route", "record")
 MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") else None  # else the disk's time counts too
 
 
-def setup(directory: str) -> tuple[Callable[[int, int], None], Callable[[int], None]]:
+def target_in(directory: str, store: str) -> wp.Target:
+    """Where the steps write: an SQLite file in ``directory``, or the PostgreSQL schema the
+    measuring process made (``CALLGATE_STEPS_SCHEMA``)."""
+    if store == "sqlite":
+        return wp.Target("sqlite", os.path.join(directory, "receipts.db"))
+    return wp.Target("postgres", postgres_url(), os.environ["CALLGATE_STEPS_SCHEMA"])
+
+
+def postgres_url() -> str:
+    url = os.environ.get("CALLGATE_BENCH_POSTGRES_URL") or os.environ.get(
+        "CALLGATE_TEST_POSTGRES_URL")
+    if not url:
+        raise SystemExit("--store postgres: set CALLGATE_BENCH_POSTGRES_URL or "
+                         "CALLGATE_TEST_POSTGRES_URL")
+    return url
+
+
+def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int], None]]:
     """``upto(step, n)``: the steps of one write up to ``step`` (0–4); ``floor(n)``."""
-    target = wp.Target("sqlite", os.path.join(directory, "receipts.db"))
     wp.prepare(target)
     import yaml
 
@@ -61,16 +81,8 @@ def setup(directory: str) -> tuple[Callable[[int, int], None], Callable[[int], N
                                                                    **request.arguments}},
                            store=open_store(target.store_url()), clock=lambda: wp.NOW,
                            worker="steps")
-    floor_connection = sqlite3.connect(target.location, isolation_level=None, timeout=30)
-    floor_connection.execute("PRAGMA synchronous=FULL")  # the store's settings
-    insert, update = wp.INSERT.format(p="?", json=""), wp.UPDATE.format(p="?", json="")
-    arguments, actor = json.dumps(wp.ARGUMENTS), json.dumps(wp.ACTOR)
-
-    def floor(number: int) -> None:
-        operation_id = f"floor-{number}"
-        floor_connection.execute(insert, (operation_id, operation_id, "hash", arguments,
-                                          actor, "floor", "now", "now", "now"))
-        floor_connection.execute(update, ('{"id": "F-1"}', "now", operation_id))
+    # The floor of write_path_benchmark.py: its connection opened as the store's is.
+    floor = wp.floor_operations(target, f"steps-{uuid.uuid4().hex[:8]}")
 
     def upto(step: int, number: int) -> None:
         """``Gate.handle``'s own steps, stopping after ``step``."""
@@ -101,10 +113,10 @@ def setup(directory: str) -> tuple[Callable[[int, int], None], Callable[[int], N
     return upto, floor
 
 
-def inner(step: str, writes: int) -> None:
+def inner(step: str, writes: int, store: str) -> None:
     """What runs under valgrind: set up, then ``writes`` runs of ``step``."""
     with tempfile.TemporaryDirectory(prefix="callgate-steps-", dir=MEMORY) as directory:
-        upto, floor = setup(directory)
+        upto, floor = setup(target_in(directory, store))
         for number in range(writes):
             if step == "floor":
                 floor(number)
@@ -112,10 +124,10 @@ def inner(step: str, writes: int) -> None:
                 upto(int(step), number)
 
 
-def instructions(step: str, writes: int) -> int:
+def instructions(step: str, writes: int, store: str) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         __file__, "--inner", step, str(writes)],
+         __file__, "--store", store, "--inner", step, str(writes)],
         capture_output=True, text=True, env={**os.environ, "CALLGATE_CACHE_DIR": "",
                                              "PYTHONHASHSEED": "0"})
     for line in done.stderr.splitlines():
@@ -124,9 +136,9 @@ def instructions(step: str, writes: int) -> int:
     raise SystemExit(f"step {step} failed under valgrind:\n{done.stderr[-2000:]}")
 
 
-def microseconds(writes: int) -> dict[str, float]:
+def microseconds(writes: int, store: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="callgate-steps-", dir=MEMORY) as directory:
-        upto, floor = setup(directory)
+        upto, floor = setup(target_in(directory, store))
         best: dict[str, float] = {}
         counter = iter(range(10**9))
         runs: list[tuple[str, Callable[[], None]]] = [
@@ -181,19 +193,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="microseconds only")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--inner", nargs=2, metavar=("STEP", "WRITES"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.inner:
-        inner(options.inner[0], int(options.inner[1]))
+        inner(options.inner[0], int(options.inner[1]), options.store)
         return
-    times = microseconds(options.writes)
+    if options.store == "postgres" and "CALLGATE_STEPS_SCHEMA" not in os.environ:
+        os.environ["CALLGATE_STEPS_SCHEMA"] = f"callgate_steps_{uuid.uuid4().hex[:8]}"
+        try:
+            main()
+        finally:
+            wp.drop_schema(postgres_url(), os.environ["CALLGATE_STEPS_SCHEMA"])
+        return
+    times = microseconds(options.writes, options.store)
     counts: dict[str, float] = {}
     if not options.quick:
-        base = instructions("none", 0)
-        counts = {step: (instructions(step, options.writes) - base) / options.writes
-                  for step in ("floor", "0", "1", "2", "3", "4")}
-    print(f"one executed write, SQLite WAL synchronous=FULL in {MEMORY or tempfile.gettempdir()}, "
-          f"{options.writes} writes per count")
+        base = instructions("none", 0, options.store)
+        counts = {step: (instructions(step, options.writes, options.store) - base)
+                  / options.writes for step in ("floor", "0", "1", "2", "3", "4")}
+    where = (f"SQLite WAL synchronous=FULL in {MEMORY or tempfile.gettempdir()}"
+             if options.store == "sqlite" else "PostgreSQL (the client's instructions)")
+    print(f"one executed write, {where}, {options.writes} writes per count")
     print(f"{'step':<9} {'µs':>7} {'instructions':>13}")
     previous_time = previous_count = 0.0
     for step, name in enumerate(STEPS):

@@ -36,10 +36,14 @@ def normalise(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
+# ``json.dumps`` with options makes an encoder per call; one made once encodes the same.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """One text per JSON value: sorted keys, no spaces, NFC strings, normalised numbers."""
-    return json.dumps(normalise(value), sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(normalise(value))
 
 
 def arguments_hash(arguments: Mapping[str, Any]) -> str:

@@ -302,6 +302,10 @@ def as_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+# ``json.dumps`` with options makes an encoder per call; one made once encodes the same.
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def canonical_json(value: Any) -> str:
     """One spelling per JSON value, so equal arguments and results are stored byte for byte."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _CANONICAL.encode(value)

@@ -91,8 +91,10 @@ def test_a_finish_committed_on_its_own_is_seen_by_another_connection(tmp_path: P
 # own parameters (``SqlReceiptStore._finished``) instead of reading the row back: it must be
 # exactly what a read gives, whichever way the lease was taken and whatever was written.
 
-# PostgreSQL keeps no NUL character in text or jsonb (a StoreError there, not a receipt).
-TEXT = st.text(st.characters(blacklist_characters="\x00"), max_size=8)
+# PostgreSQL keeps no NUL character in text or jsonb (a StoreError there, not a receipt);
+# a lone surrogate is no UTF-8 (the drivers refuse it).
+TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+               max_size=8)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70)
     | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
