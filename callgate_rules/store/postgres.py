@@ -278,9 +278,13 @@ class PostgresStore(SqlReceiptStore):
     def _connection_lost(self, error: BaseException | None) -> bool:
         # Class 08 is a connection exception; 57P01-57P03 and 57P05 the server ending the
         # session (shut down, crash recovery, idle timeout); psycopg's own "the connection
-        # is lost" errors carry no SQLSTATE.
+        # is lost" errors carry no SQLSTATE. The pool's own errors (no connection to lend
+        # in time, closed) sent nothing, and waiting for one twice would double the wait.
         from psycopg import OperationalError
+        from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
+        if isinstance(error, PoolTimeout | PoolClosed | TooManyRequests):
+            return False
         code = getattr(error, "sqlstate", None)
         return isinstance(error, OperationalError) and (
             code is None or code.startswith("08") or code in _SESSION_ENDED)

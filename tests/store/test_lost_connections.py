@@ -252,3 +252,26 @@ def wait_until_readable(descriptor: int) -> None:
     deadline = time.monotonic() + 10
     while not select.select([descriptor], [], [], 0.05)[0]:
         assert time.monotonic() < deadline, "the server never closed the connection"
+
+
+def test_a_pool_with_no_connection_to_lend_is_waited_for_once(
+    postgres_url: str, postgres_schema: str,
+) -> None:
+    from psycopg_pool import PoolTimeout
+
+    from callgate_rules.errors import StoreError
+
+    store = PostgresStore(postgres_url, schema=postgres_schema, max_connections=1)
+    store._pool.timeout = 0.5
+    held = store._pool.getconn()  # the only connection, lent elsewhere
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError) as raised:
+            store.claim(operation(f"starved-{uuid.uuid4().hex[:8]}"), worker="w1",
+                        lease=LEASE, now=T0)
+        waited = time.monotonic() - started
+    finally:
+        store._pool.putconn(held)
+        store.close()
+    assert isinstance(raised.value.__cause__, PoolTimeout)
+    assert waited < 1.0  # one wait of 0.5 s, not two: nothing was sent to send again
