@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+import msgspec
+
 from callgate_rules.errors import OperationIdReused
 from callgate_rules.taxonomy import ErrorClass
 
@@ -309,3 +311,17 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",
 def canonical_json(value: Any) -> str:
     """One spelling per JSON value, so equal arguments and results are stored byte for byte."""
     return _CANONICAL.encode(value)
+
+
+_read_fast = msgspec.json.Decoder().decode
+_REFUSED = (msgspec.DecodeError, RecursionError, UnicodeError)
+
+
+def read_json(text: str | bytes) -> Any:
+    """A stored JSON text as Python values, exactly as ``json.loads`` reads it: msgspec
+    reads what it accepts (about five times faster), the standard library what msgspec
+    refuses (NaN and infinities, numbers beyond a double, lone surrogates, deep nesting)."""
+    try:
+        return _read_fast(text)
+    except _REFUSED:
+        return json.loads(text)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from callgate_rules.errors import StoreConfigError
-from callgate_rules.store.base import as_utc
+from callgate_rules.store.base import as_utc, read_json
 from callgate_rules.store.history import POSTGRES_LEASES, POSTGRES_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
@@ -252,7 +252,9 @@ class PostgresStore(SqlReceiptStore):
 
     def _configure(self, connection: Connection[Any]) -> None:
         from psycopg import sql
+        from psycopg.types.json import set_json_loads
 
+        set_json_loads(read_json, connection)  # json and jsonb columns read as SQLite's are
         connection.execute("SET TIME ZONE 'UTC'")
         if self.schema is not None:
             connection.execute(

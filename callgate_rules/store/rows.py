@@ -7,7 +7,6 @@ the dialect reads them back); ``tests/store/test_write_path.py`` holds both ways
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -18,6 +17,7 @@ from callgate_rules.store.base import (
     ReceiptState,
     ReviewItem,
     ReviewStatus,
+    read_json,
 )
 from callgate_rules.store.statements import Row
 
@@ -66,8 +66,8 @@ class Rows:
             tool=op.tool,
             contract_version=op.contract_version,
             args_hash=op.args_hash,
-            arguments=json.loads(parameters["arguments"]),
-            actor=json.loads(parameters["actor"]),
+            arguments=read_json(parameters["arguments"]),
+            actor=read_json(parameters["actor"]),
             created_at=self.time(created),
             updated_at=self.time(created),
             lease_owner=parameters["worker"],
