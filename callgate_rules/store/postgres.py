@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import select
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -433,12 +434,10 @@ def _check_if_spoken(connection: Connection[Any]) -> None:
     ``select`` instead of a round trip; a statement that meets a connection lost after the
     check anyway is sent once more, where that is safe (``SqlReceiptStore._sent``).
     """
-    import select
-
-    from psycopg_pool import ConnectionPool
-
     readable, _, _ = select.select([connection.fileno()], [], [], 0)
     if readable:
+        from psycopg_pool import ConnectionPool
+
         ConnectionPool.check_connection(connection)
 
 
