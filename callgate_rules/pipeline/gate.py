@@ -188,7 +188,9 @@ class Gate:
                conversation: Any = None, run: Run | None = None,
                history: Sequence[HistoryEntry] | None = None,
                hold: RunHold | None = None) -> tuple[Decision, Progress]:
-        plans, limits = self.plans, self.config.routing.input_limits
+        config = self.config  # ``plans``, without a call while the configuration stays
+        plans = self._plans_of_config if self._plans_of_config.config is config else self.plans
+        limits = config.routing.input_limits
         progress = Progress(time.perf_counter(), dict(session) if session else {},
                             read_conversation(conversation, sealer=self.sealer)
                             if conversation is not None else None)
@@ -196,13 +198,12 @@ class Gate:
         try:
             calls = propose.read(model_output, limits)  # 1 PROPOSE
             trace.append(propose.entry(calls))
-            call = progress.call = parse.one_call(calls, self.config.contracts,  # 2 PARSE
-                                                  limits)
-            plan = progress.plan = plans.tools.get(call.contract.name) \
-                or plans.tool(call.contract)
+            call = progress.call = parse.one_call(calls, config.contracts, limits)  # 2 PARSE
+            contract = call.contract
+            plan = progress.plan = plans.tools.get(contract.name) or plans.tool(contract)
             trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
             if plan.reads_history:  # the run so far, for the rules that read it
-                progress.variables["history"] = history_of(self, call.contract, run, history,
+                progress.variables["history"] = history_of(self, contract, run, history,
                                                            now, hold)
             outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
                 call.arguments, actor, progress.session, now, self.resolvers,

@@ -64,7 +64,7 @@ def one_call(
         note = f"took the first of {len(calls)} calls ({names}); the others were not run"
     call = calls[0]
     name = call.name
-    if not isinstance(name, str) or not name:
+    if type(name) is not str and not isinstance(name, str) or not name:
         raise Rejection(ErrorClass.MALFORMED, "the call has no tool name")
     contract = contracts.get(name)
     if contract is None:
@@ -73,13 +73,11 @@ def one_call(
             f"tool {name[:100]!r} is not on the allowlist",
             extra={"proposed_tool": name[:100]},
         )
+    raw = call.arguments
     try:
-        arguments, flat = _decode_arguments(call.arguments, limits)
+        arguments, within = _decode_arguments(raw, limits)
         declared = contract.flat_fields
-        # a flat object read from a text is within the bounds its text is (read_flat_object)
-        if declared is not None and (
-                flat and len(call.arguments) <= limits.max_string_length and limits.max_depth > 1
-                or _plainly_within_bounds(call.arguments, limits)):
+        if declared is not None and (within or _plainly_within_bounds(raw, limits)):
             has_undeclared = declared is not FLAT_AND_OPEN and not arguments.keys() <= declared
         else:
             has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
@@ -100,18 +98,19 @@ def one_call(
 
 
 def _decode_arguments(raw: Any, limits: InputLimits) -> tuple[dict[str, Any], bool]:
-    """The arguments as an object, and whether they were read from a text as an object of
-    plain values (``read_flat_object``)."""
+    """The arguments as an object, and whether they are known to be within every bound:
+    read from a text as an object of plain values (``read_flat_object``), which is within
+    the bounds its text is, short enough that no string breaks the length bound."""
     if raw is None:
         return {}, False
-    if isinstance(raw, str):
+    if type(raw) is str or isinstance(raw, str):
         size = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogatepass"))
         if not raw or raw.isspace():
             return {}, False
         if size <= limits.max_bytes:
             flat = read_flat_object(raw, "arguments are")
             if flat is not None:
-                return flat, True
+                return flat, len(raw) <= limits.max_string_length and limits.max_depth > 1
             raw = read_json(raw, "arguments are", finite=True)
         else:
             raw = None

@@ -360,11 +360,18 @@ class _Writer:
         # Whatever the resolver does, raise or return junk, is a classified decision.
         asked = f"resolver({fields[0]!r}, key)" if len(fields) == 1 \
             else f"_validate.resolve(resolver, {fields!r}, key)"
+        record = f"record{index}"
+        # the commonest answer, one record as a plain dict in a list or tuple, is taken as it
+        # is: for a look-up that neither types, filters nor lists records, straight away
+        direct = lookup.number_typing is None and lookup.visible is None \
+            and lookup.many != "list"
+        one = f"(type(found) is list or type(found) is tuple) and len(found) == 1 and " \
+              f"type({record + ' := ' if direct else ''}found[0]) is dict"
         lines += [f"{pad}try:",
                   f"{pad}    found = {asked}",
-                  f"{pad}    if type(found) is not list and type(found) is not tuple or "
-                  "len(found) != 1 or type(found[0]) is not dict:",
+                  f"{pad}    if not ({one}):",
                   f"{pad}        found = _validate.records_of(found)",
+                  *([f"{pad}        {record} = None"] if direct else []),
                   f"{pad}except Exception as error:",
                   f"{pad}    return _validate.resolver_failed(_contract, {name}, error)"]
         if lookup.number_typing is not None:
@@ -377,17 +384,27 @@ class _Writer:
                       f"{pad}variables[{lookup.name!r}] = found",
                       f"{pad}append(_validate.listed_entry({name}, found))"]
         else:
-            found = f"('validate', {lookup.trace_subject!r}, 'found', " \
-                    f"{lookup.collection + ' '!r} + format(record{index}.get('id', '')))"
-            lines += [f"{pad}if len(found) != 1:",
-                      f"{pad}    found = _validate.candidates({name}, found, variables, "
-                      "_may_see)",
-                      f"{pad}    if len(found) != 1:",
-                      f"{pad}        return _validate.unmatched(_contract, {name}, key, found, "
-                      "variables, trace)",
-                      f"{pad}record{index} = variables[{lookup.name!r}] = found[0]",
-                      f"{pad}append({found})"]
+            lines += self.one_record(lookup, name, record, pad, direct)
         self.lines += lines
+
+    @staticmethod
+    def one_record(lookup: Lookup, name: str, record: str, pad: str,
+                   direct: bool) -> list[str]:
+        """Lines that take the one record a look-up found (in ``record`` already when
+        ``direct``), or return why there is none or several."""
+        found = f"('validate', {lookup.trace_subject!r}, 'found', " \
+                f"{lookup.collection + ' '!r} + format({record}.get('id', '')))"
+        # records_of, typing or filtering may leave none or several
+        inner = pad + "    " if direct else pad
+        return [*([f"{pad}if {record} is None:"] if direct else []),
+                f"{inner}if len(found) != 1:",
+                f"{inner}    found = _validate.candidates({name}, found, variables, _may_see)",
+                f"{inner}    if len(found) != 1:",
+                f"{inner}        return _validate.unmatched(_contract, {name}, key, found, "
+                "variables, trace)",
+                f"{inner}{record} = found[0]",
+                f"{pad}variables[{lookup.name!r}] = {record}",
+                f"{pad}append({found})"]
 
     def origins(self, reads_provenance: bool) -> None:
         """Where each argument value came from, when the host passed the conversation."""

@@ -54,14 +54,15 @@ _proposed_call = partial(tuple.__new__, ProposedCall)
 
 def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
     """Every call in ``output``; raises ``Rejection(malformed)`` when there is none."""
-    if isinstance(output, (bytes, bytearray)):  # noqa: UP038 -- a tuple is checked faster
+    # ``type(output) is str`` first: the commonest output, told apart without a call
+    if type(output) is not str and isinstance(output, (bytes, bytearray)):  # noqa: UP038
         if len(output) > limits.max_bytes:
             raise _too_large(len(output), limits)
         try:
             output = output.decode("utf-8")
         except UnicodeDecodeError:
             raise Rejection(ErrorClass.MALFORMED, "model output is not UTF-8") from None
-    if isinstance(output, str):
+    if type(output) is str or isinstance(output, str):
         size = len(output) if output.isascii() else len(output.encode("utf-8", "surrogatepass"))
         if size > limits.max_bytes:
             raise _too_large(size, limits)
@@ -160,21 +161,23 @@ def _refuse_repeated_key(text: str, what: str) -> None:
                         "appears twice in one object")
 
 
-class _ChatFunction(msgspec.Struct, forbid_unknown_fields=True):
+class _ChatFunction(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: Any
     arguments: Any
 
 
-class _ChatItem(msgspec.Struct, forbid_unknown_fields=True):
+class _ChatItem(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: Any
     type: Literal["function"]
     function: _ChatFunction
 
 
-class _ChatMessage(msgspec.Struct, forbid_unknown_fields=True):
+class _ChatMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """The commonest model output, an OpenAI Chat assistant message with one function call,
     exactly: these members, each once, no others. Every field is required, so a text that
-    decodes to it has at least these eight members (``_CHAT_MEMBERS``)."""
+    decodes to it has at least these eight members (``_CHAT_MEMBERS``). Not tracked by the
+    garbage collector (``gc=False``): decoded JSON holds no cycle, and these live for one
+    reading."""
 
     role: Any
     content: Any
@@ -200,13 +203,14 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
         message = _decode_chat(text)
     except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
         return None
-    function = message.tool_calls[0].function
+    item = message.tool_calls[0]
+    function = item.function
     arguments = function.arguments
     accounted = _CHAT_MEMBERS + arguments.count(":") if type(arguments) is str \
         else _CHAT_MEMBERS
     if text.count(":") != accounted or "u003" in text:
         return None  # strings or objects not counted here: the general proof decides
-    call_id = message.tool_calls[0].id
+    call_id = item.id
     return [_proposed_call((function.name, arguments,
                             call_id if type(call_id) is str else None, "openai-chat"))]
 

@@ -285,6 +285,7 @@ def _noted_pair(messages: DeferredMessages, note: str) -> tuple[PairedMessage, P
 
 # Enum members are looked up through a descriptor in Python 3.11: hot paths compare with these.
 _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
+_perf_counter, _wall_clock = time.perf_counter, time.time  # a decision reads both once
 _EXECUTE = Route.EXECUTE
 _ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
 
@@ -309,7 +310,7 @@ class Router:
         if type(outcome) is str:
             progress.permit = outcome
             return self.allowed(progress, actor, request_id)
-        if isinstance(outcome, Foreseen):
+        if type(outcome) is Foreseen:
             return self.foreseen(outcome, progress, actor, request_id)
         assert isinstance(outcome, Rejection)
         return self.rejected(outcome, progress, actor, request_id)
@@ -377,13 +378,12 @@ class Router:
     ) -> Decision:
         """``decided_actor``, ``decided_arguments``: the actor and the arguments copied as
         decided on, when the caller has made those copies already."""
-        elapsed, decided_at = time.perf_counter() - progress.started, time.time()
-        call = progress.call
+        elapsed, decided_at = _perf_counter() - progress.started, _wall_clock()
+        call, plan = progress.call, progress.plan
         contract = call.contract if call is not None else progress.contract_only
         # The plan's versions are never changed: the log keeps them; the decision hands out
         # its own copy, which a host may change.
-        decided_versions = progress.plan.versions if progress.plan is not None \
-            else self.versions_of(contract)
+        decided_versions = plan.versions if plan is not None else self.versions_of(contract)
         if error_class == _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             decided_versions = {**decided_versions, **{
@@ -404,12 +404,15 @@ class Router:
             log_record, decided_at, request_id, contract, call, decided_versions, route,
             error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
             extra or None, progress.session, progress.variables)
+        arguments: dict[str, Any] | None = None
+        call_id: str | None = None
+        if call is not None:
+            arguments, call_id = call.arguments, call.call_id
         return Decision.of_check(
             route, error_class, contract.name if contract else None,
             contract.version if contract else None, rule, agent, user, log,
             dict(decided_versions), Deferred(trace_entries, tuple(progress.trace)),
-            call.arguments if call is not None else None,
-            call.call_id if call is not None else None, candidates,
+            arguments, call_id, candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
             tuple(v for v in shadow if v.mode == "warn") if shadow else (),
         )
