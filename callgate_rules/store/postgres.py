@@ -412,7 +412,13 @@ class Lent:
             self.connection = pool.getconn()
         except self.store._driver_error as error:
             raise self.store._store_error(error) from error
-        cursor: PsycopgCursor[Any] = self.connection.cursor()
+        try:
+            cursor: PsycopgCursor[Any] = self.connection.cursor()
+        except BaseException as error:  # the connection broke: it goes back to be replaced
+            pool.putconn(self.connection)
+            if isinstance(error, self.store._driver_error):
+                raise self.store._store_error(error) from error
+            raise
         self.cursor = cursor
         return cursor
 
