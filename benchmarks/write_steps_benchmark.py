@@ -82,11 +82,14 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
                            store=open_store(target.store_url()), clock=lambda: wp.NOW,
                            worker="steps")
     # The floor of write_path_benchmark.py: its connection opened as the store's is.
-    floor = wp.floor_operations(target, f"steps-{uuid.uuid4().hex[:8]}")
+    run_tag = uuid.uuid4().hex[:8]
+    floor = wp.floor_operations(target, f"steps-{run_tag}")
 
     def upto(step: int, number: int) -> None:
         """``Gate.handle``'s own steps, stopping after ``step``."""
-        request_id, now = f"w{step}-{number}", gate.clock()
+        # Unique to this process: the PostgreSQL schema outlives it, and a request ID seen
+        # before would measure the earlier receipt's path, not an executed write.
+        request_id, now = f"w{step}-{run_tag}-{number}", gate.clock()
         run = Run(started_at=now)
         decision, progress = gate.decide_steps(wp.CALL, wp.ACTOR, now, request_id, None,
                                                None, run, None)

@@ -12,12 +12,14 @@ psycopg is optional: it is imported when a store is opened, never when callgate 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import select
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from decimal import Decimal
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -246,6 +248,10 @@ class PostgresStore(SqlReceiptStore):
     def _json_value(stored: Any) -> Any:
         return stored  # psycopg has decoded jsonb already
 
+    @staticmethod
+    def _written_json(text: str) -> Any:
+        return as_jsonb_gives_back(text)
+
     def _describe_error(self, error: Exception) -> str:
         return _one_line(error)
 
@@ -391,6 +397,28 @@ class PostgresStore(SqlReceiptStore):
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
 
 
+def as_jsonb_gives_back(text: str) -> Any:
+    """A JSON text as a jsonb column gives it back once stored: a number in plain notation
+    (``1e+23`` comes back as ``100000000000000000000000``, an integer once read) and an
+    object's keys shortest first, then by their bytes (jsonb's order)."""
+    return json.loads(text, parse_float=_jsonb_number, object_pairs_hook=_jsonb_object)
+
+
+def _jsonb_number(literal: str) -> int | float:
+    plain = format(Decimal(literal), "f")  # numeric's text: every digit, no exponent
+    return float(plain) if "." in plain else int(plain)
+
+
+def _jsonb_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    last = dict(pairs)  # a repeated key keeps its last value, as in jsonb
+    return {key: last[key] for key in sorted(last, key=_jsonb_key_order)}
+
+
+def _jsonb_key_order(key: str) -> tuple[int, bytes]:
+    encoded = key.encode("utf-8", "surrogatepass")
+    return len(encoded), encoded
+
+
 class Lent:
     """``with Lent(store) as cursor``: a cursor on a connection lent by the store's pool for
     one statement, given back after it; the driver's errors raised as ``StoreError``.
@@ -424,8 +452,10 @@ class Lent:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self.cursor.close()
-        self.store._pool.putconn(self.connection)  # a broken connection is replaced
+        try:
+            self.cursor.close()
+        finally:
+            self.store._pool.putconn(self.connection)  # a broken connection is replaced
         if isinstance(error, self.store._driver_error):
             raise self.store._store_error(error) from error
 
@@ -437,14 +467,27 @@ def _check_if_spoken(connection: Connection[Any]) -> None:
     An idle connection the server still holds has nothing to read; one the server closed
     (shut down, restarted, terminated, timed out) has its last words or the end of the
     stream waiting, so its socket is readable at once. A healthy connection thus costs one
-    ``select`` instead of a round trip; a statement that meets a connection lost after the
+    ``poll`` instead of a round trip; a statement that meets a connection lost after the
     check anyway is sent once more, where that is safe (``SqlReceiptStore._sent``).
     """
-    readable, _, _ = select.select([connection.fileno()], [], [], 0)
-    if readable:
+    if _readable(connection.fileno()):
         from psycopg_pool import ConnectionPool
 
         ConnectionPool.check_connection(connection)
+
+
+def _readable(descriptor: int) -> bool:
+    """Whether the socket has something to read now. ``poll``, not ``select``: ``select``
+    refuses a descriptor above 1023, which a busy process has (Windows has no ``poll``,
+    and its ``select`` no such limit)."""
+    if _POLL is None:
+        return bool(select.select([descriptor], [], [], 0)[0])
+    poller = _POLL()
+    poller.register(descriptor, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+_POLL = getattr(select, "poll", None)
 
 
 def _one_line(exc: BaseException) -> str:

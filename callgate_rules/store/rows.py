@@ -23,13 +23,16 @@ from callgate_rules.store.statements import Row
 
 
 class Rows:
-    """Rows read with one dialect's ``time`` (a stored instant as an aware datetime in UTC)
-    and ``json_value`` (a stored JSON column as Python values)."""
+    """Rows read with one dialect's ``time`` (a stored instant as an aware datetime in UTC),
+    ``json_value`` (a stored JSON column as Python values) and ``written_json`` (a JSON text
+    the store writes, as a read of it will give it back: PostgreSQL's jsonb respells numbers
+    and orders keys its own way)."""
 
-    __slots__ = ("time", "json_value")
+    __slots__ = ("time", "json_value", "written_json")
 
-    def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any]) -> None:
-        self.time, self.json_value = time, json_value
+    def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any],
+                 written_json: Callable[[str], Any] = read_json) -> None:
+        self.time, self.json_value, self.written_json = time, json_value, written_json
 
     def finished(self, held: Receipt, parameters: Mapping[str, Any], row: Row) -> Receipt:
         """The receipt ``finish`` wrote over the claim ``held``, as a read of its row gives
@@ -46,14 +49,17 @@ class Rows:
             confirmed_by=held.confirmed_by, confirmed_at=held.confirmed_at,
             confirmation_expires_at=held.confirmation_expires_at, attempts=row["attempts"])
 
-    def is_finish_of(self, receipt: Receipt, parameters: Mapping[str, Any]) -> bool:
+    def is_finish_of(self, receipt: Receipt, parameters: Mapping[str, Any],
+                     held: Receipt | None) -> bool:
         """Whether ``receipt`` is what the finish with ``parameters`` wrote (it landed before
-        its connection was lost): its outcome, at its instant, the lease released. (Not its
-        result: the database may spell numbers its own way, as jsonb does.)"""
+        its connection was lost): its outcome, at its instant, the lease released, and, when
+        the claim it finished is known, that claim's attempt (a take-over counts one more).
+        (Not its result: the database may spell numbers its own way, as jsonb does.)"""
         return (receipt.state == parameters["state"] and receipt.lease_owner is None
                 and receipt.updated_at == self.time(parameters["now"])
                 and receipt.error_class == parameters["error_class"]
-                and receipt.detail == parameters["detail"])
+                and receipt.detail == parameters["detail"]
+                and (held is None or receipt.attempts == held.attempts))
 
     def new_claim(self, op: NewOperation, parameters: Mapping[str, Any]) -> Receipt:
         """The receipt ``insert_new_claim`` just created, from the row's own parameters
@@ -66,8 +72,8 @@ class Rows:
             tool=op.tool,
             contract_version=op.contract_version,
             args_hash=op.args_hash,
-            arguments=read_json(parameters["arguments"]),
-            actor=read_json(parameters["actor"]),
+            arguments=self.written_json(parameters["arguments"]),
+            actor=self.written_json(parameters["actor"]),
             created_at=self.time(created),
             updated_at=self.time(created),
             lease_owner=parameters["worker"],

@@ -53,6 +53,7 @@ from callgate_rules.store.base import (
     check_same_arguments,
     claim_outcome,
     lease_lost_message,
+    read_json,
     replayed_confirmation_outcome,
     resolved_error_class,
 )
@@ -85,7 +86,7 @@ class SqlReceiptStore(ABC):
         # operation ID: a finish builds its receipt from its claim's instead of reading the
         # row back (``finish``). Bounded: a claim never finished is forgotten, not leaked.
         self._held: dict[str, Receipt] = {}
-        self._rows = Rows(self._time_value, self._json_value)
+        self._rows = Rows(self._time_value, self._json_value, self._written_json)
 
     def claim(
         self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
@@ -158,7 +159,7 @@ class SqlReceiptStore(ABC):
         if sent.rows:
             return self._rows.receipt(sent.rows[0])
         landed = self.get(operation_id) if sent.again else None
-        if landed is not None and self._rows.is_finish_of(landed, parameters):
+        if landed is not None and self._rows.is_finish_of(landed, parameters, held):
             return landed
         raise LeaseLost(lease_lost_message(operation_id, worker))
 
@@ -231,6 +232,8 @@ class SqlReceiptStore(ABC):
             review = self._written(cursor, self._sql.insert_review, parameters)
             if item.operation_id is not None:
                 execute(cursor, self._sql.move_to_review, parameters)
+        if item.operation_id is not None:
+            self._held.pop(item.operation_id, None)  # a person decides now, not a finish
         return self._rows.review(_required(review))
 
     def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
@@ -398,6 +401,11 @@ class SqlReceiptStore(ABC):
     def _json_value(stored: Any, /) -> Any:
         """A stored JSON column as Python values."""
 
+    @staticmethod
+    def _written_json(text: str, /) -> Any:
+        """A JSON text this store writes, as reading it back gives it."""
+        return read_json(text)
+
     def _connection_lost(self, error: BaseException | None) -> bool:
         """Whether ``error`` says the connection went away (so the statement may not have
         reached the server): a file's connection never does."""
@@ -460,8 +468,11 @@ class SqlReceiptStore(ABC):
     def _holding(self, claim: Claim) -> Claim:
         """``claim``, its receipt kept for the finish when it holds the lease."""
         held = self._held
-        if len(held) >= HELD_LIMIT:
-            held.clear()  # claims never finished (their holders failed): forget them all
+        if len(held) >= HELD_LIMIT:  # claims never finished (their holders failed)
+            try:
+                del held[next(iter(held))]  # the oldest
+            except (RuntimeError, StopIteration, KeyError):  # another thread changed it
+                held.clear()
         held[claim.receipt.operation_id] = claim.receipt
         return claim
 

@@ -209,11 +209,18 @@ def test_a_healthy_connection_is_lent_without_a_round_trip(
     monkeypatch.setattr(ConnectionPool, "check_connection",
                         staticmethod(lambda connection: (asked.append(connection),
                                                          check(connection))[1]))
+    import callgate_rules.store.postgres as postgres
+
+    looked: list[int] = []
+    readable = postgres._readable
+    monkeypatch.setattr(postgres, "_readable",
+                        lambda descriptor: (looked.append(descriptor), readable(descriptor))[1])
     operation_id = f"healthy-{uuid.uuid4().hex[:8]}"
     store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0)
     store.finish(operation_id, worker="w1", state=ReceiptState.SUCCEEDED, now=T0, result=1)
 
-    assert asked == []
+    assert len(looked) == 2  # each loan looked at the socket...
+    assert asked == []  # ...and asked the server nothing
 
 
 def test_a_connection_the_server_ended_while_idle_is_asked_and_replaced(
@@ -262,16 +269,116 @@ def test_a_pool_with_no_connection_to_lend_is_waited_for_once(
     from callgate_rules.errors import StoreError
 
     store = PostgresStore(postgres_url, schema=postgres_schema, max_connections=1)
-    store._pool.timeout = 0.5
+    store._pool.timeout = 0.2
     held = store._pool.getconn()  # the only connection, lent elsewhere
+    lend = store._pool.getconn
+    asked: list[object] = []
+
+    def counted_lend(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args)
+        return lend(*args, **kwargs)
+
+    store._pool.getconn = counted_lend  # type: ignore[method-assign]
     try:
-        started = time.monotonic()
         with pytest.raises(StoreError) as raised:
             store.claim(operation(f"starved-{uuid.uuid4().hex[:8]}"), worker="w1",
                         lease=LEASE, now=T0)
-        waited = time.monotonic() - started
     finally:
+        store._pool.getconn = lend  # type: ignore[method-assign]
         store._pool.putconn(held)
         store.close()
     assert isinstance(raised.value.__cause__, PoolTimeout)
-    assert waited < 1.0  # one wait of 0.5 s, not two: nothing was sent to send again
+    assert len(asked) == 1  # waited for once: nothing was sent, so nothing is sent again
+
+
+def test_a_connection_on_a_descriptor_above_1023_is_lent(
+    postgres_url: str, postgres_schema: str,
+) -> None:
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if min(soft if soft != resource.RLIM_INFINITY else 4096,
+           hard if hard != resource.RLIM_INFINITY else 4096) < 1200:
+        pytest.skip(f"the open-files limit ({soft}, {hard}) leaves no descriptor above 1023")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    # A busy process (many sockets, files) opens its database connections above 1023,
+    # where select() refuses them: the check must not.
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = PostgresStore(postgres_url, schema=postgres_schema, max_connections=1)
+        try:
+            lent = store._pool.getconn()
+            descriptor = lent.fileno()
+            store._pool.putconn(lent)
+            operation_id = f"high-{uuid.uuid4().hex[:8]}"
+            claim = store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0)
+        finally:
+            store.close()
+    finally:
+        for filler in fillers:
+            os.close(filler)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert descriptor > 1023
+    assert claim.outcome is ClaimOutcome.CLAIMED
+
+
+def test_another_holders_finish_at_the_same_instant_is_not_taken_for_ours(
+    proxied: tuple[PostgresStore, LosingProxy], postgres_url: str, postgres_schema: str,
+) -> None:
+    store, proxy = proxied  # worker w1's store, through the proxy
+    operation_id = f"lost-other-{uuid.uuid4().hex[:8]}"
+    store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0)
+    other = PostgresStore(postgres_url, schema=postgres_schema)  # w2, in another process
+    try:
+        taken = other.claim(operation(operation_id), worker="w2", lease=LEASE,
+                            now=T0 + LEASE * 2)
+        assert taken.outcome is ClaimOutcome.RECONCILE
+        other.finish(operation_id, worker="w2", state=ReceiptState.SUCCEEDED,
+                     now=T0 + LEASE * 3, result={"by": "w2"})
+    finally:
+        other.close()
+
+    proxy.lose("request")  # w1's late finish: the same outcome, at the same instant
+    with pytest.raises(LeaseLost):
+        store.finish(operation_id, worker="w1", state=ReceiptState.SUCCEEDED,
+                     now=T0 + LEASE * 3, result={"by": "w1"})
+    receipt = store.get(operation_id)
+    assert receipt is not None and (receipt.result, receipt.attempts) == ({"by": "w2"}, 2)
+
+
+def test_a_statement_that_failed_on_a_live_connection_is_not_sent_again(
+    postgres_url: str, postgres_schema: str, postgres_admin: Any,
+) -> None:
+    import psycopg
+
+    from callgate_rules.errors import StoreError
+
+    operation_id = f"timed-out-{uuid.uuid4().hex[:8]}"
+    separator = "&" if "?" in postgres_url else "?"
+    store = PostgresStore(f"{postgres_url}{separator}options=-c%20statement_timeout%3D300",
+                          schema=postgres_schema)
+    sent: list[object] = []
+    statement = store._statement
+
+    def counted() -> Any:
+        sent.append(None)
+        return statement()
+
+    store._statement = counted  # type: ignore[method-assign]
+    with psycopg.connect(postgres_url) as blocker:  # inserts the same ID, uncommitted
+        blocker.execute(f'SET search_path TO "{postgres_schema}"')
+        blocker.execute(
+            "INSERT INTO callgate_receipts (operation_id, state, request_id, tool, "
+            "contract_version, args_hash, arguments, actor, attempts, created_at, updated_at)"
+            " VALUES (%s, 'claimed', 'r', 't', '1', 'h', '{}', '{}', 1, now(), now())",
+            (operation_id,))
+        try:
+            with pytest.raises(StoreError) as raised:
+                store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0)
+        finally:
+            blocker.rollback()
+            store.close()
+    assert getattr(raised.value.__cause__, "sqlstate", None) == "57014"  # query canceled
+    assert len(sent) == 1  # a live connection answered: no doubt whether it ran

@@ -90,7 +90,7 @@ def test_a_finish_committed_on_its_own_is_seen_by_another_connection(tmp_path: P
 
 
 # A finish after this store object's own claim builds its receipt from the claim's and its
-# own parameters (``SqlReceiptStore._finished``) instead of reading the row back: it must be
+# own parameters (``store.rows.Rows.finished``) instead of reading the row back: it must be
 # exactly what a read gives, whichever way the lease was taken and whatever was written.
 
 # PostgreSQL keeps no NUL character in text or jsonb (a StoreError there, not a receipt);
@@ -107,34 +107,43 @@ OUTCOMES = st.sampled_from([ReceiptState.SUCCEEDED, ReceiptState.FAILED,
 TAKEN = st.sampled_from(["new", "after a lapsed lease", "confirmed"])
 
 
-def take(store: ReceiptStore, how: str, operation_id: str) -> None:
+def take(store: ReceiptStore, how: str, operation_id: str, arguments: dict[str, Any]) -> Any:
+    """The lease on a new operation, taken ``how``; the claim's receipt."""
+    new = operation(operation_id, arguments=arguments)
     if how == "new":
-        assert store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0).may_execute
+        claim = store.claim(new, worker="w1", lease=LEASE, now=T0)
+        assert claim.may_execute
     elif how == "after a lapsed lease":
-        store.claim(operation(operation_id), worker="w0", lease=LEASE, now=T0)
-        taken = store.claim(operation(operation_id), worker="w1", lease=LEASE,
-                            now=T0 + 2 * LEASE)
-        assert taken.outcome is ClaimOutcome.RECONCILE
+        store.claim(new, worker="w0", lease=LEASE, now=T0)
+        claim = store.claim(new, worker="w1", lease=LEASE, now=T0 + 2 * LEASE)
+        assert claim.outcome is ClaimOutcome.RECONCILE
     else:
-        store.hold_for_confirmation(operation(operation_id), expires_at=T0 + LEASE, now=T0)
-        assert store.claim_confirmed(operation_id, confirmed_by="dana", worker="w1",
-                                     lease=LEASE, now=T0).outcome is ClaimOutcome.CLAIMED
+        store.hold_for_confirmation(new, expires_at=T0 + LEASE, now=T0)
+        claim = store.claim_confirmed(operation_id, confirmed_by="dana", worker="w1",
+                                      lease=LEASE, now=T0)
+        assert claim.outcome is ClaimOutcome.CLAIMED
+    return claim.receipt
 
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(how=TAKEN, state=OUTCOMES, result=JSON_VALUES,
+       arguments=st.dictionaries(TEXT, JSON_VALUES, max_size=4),
        detail=st.none() | TEXT)
-def test_a_finish_returns_what_a_read_of_its_row_gives(
-    store: ReceiptStore, how: str, state: ReceiptState, result: Any, detail: str | None,
+def test_a_claim_and_a_finish_return_what_a_read_of_the_row_gives(
+    store: ReceiptStore, how: str, state: ReceiptState, result: Any, arguments: dict[str, Any],
+    detail: str | None,
 ) -> None:
+    # repr, not ==: 1e+23 == 100000000000000000000000 is False in Python, but key order and
+    # an int for a float would pass an == of dicts that a reader would still see.
     operation_id = f"op-{uuid.uuid4().hex[:10]}"
-    take(store, how, operation_id)
+    claimed = take(store, how, operation_id, arguments)
+    assert repr(claimed) == repr(store.get(operation_id))
     done = store.finish(operation_id, worker="w1", state=state, now=T0 + LEASE * 3,
                         result=result, error_class=None if state is ReceiptState.SUCCEEDED
                         else "transient", detail=detail)
 
-    assert done == store.get(operation_id)
+    assert repr(done) == repr(store.get(operation_id))
 
 
 @settings(max_examples=300, deadline=None)
