@@ -59,6 +59,8 @@ class Query(NamedTuple):
 
 
 _PARAMETER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+# The protocol's statements that return rows: a SELECT, or a write with RETURNING (none of
+# them starts with WITH).
 _RETURNS_ROWS = re.compile(r"^\s*SELECT\b|\bRETURNING\b", re.IGNORECASE)
 
 
