@@ -29,7 +29,6 @@ from typing import Any
 from callgate_rules.cache import ContentCache, cache_enabled
 from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import Compiled, Inline, compile_program, running
-from callgate_rules.cel.compiler.lowering import TYPE_NAMES, library_function
 from callgate_rules.cel.compiler.regex import PATTERN_ARGUMENTS, pattern_problem
 from callgate_rules.cel.definitions import Definitions
 
@@ -242,7 +241,11 @@ class _Reader:
     variables), and which of them it tests for presence."""
 
     def __init__(self, references: set[Path], guarded: set[Path], variables: set[str]) -> None:
+        # Here, not at the top: an expression the load cache kept is read without lowering.
+        from callgate_rules.cel.compiler.lowering import TYPE_NAMES, library_function
+
         self.references, self.guarded, self.variables = references, guarded, variables
+        self.type_names, self.library_function = TYPE_NAMES, library_function
 
     def found(self, path: Path, guarded: bool = False) -> None:
         self.references.add(path)
@@ -255,7 +258,7 @@ class _Reader:
             self.macro(node, locals_)
             return
         if isinstance(node, syntax.Call) and node.target is not None \
-                and library_function(node, FUNCTIONS) == (
+                and self.library_function(node, FUNCTIONS) == (
                     f"{syntax.qualified_name(node.target)}.{node.function}", False):
             for argument in node.args:  # math.greatest(...): ``math`` is no variable
                 self.read(argument, locals_)
@@ -263,7 +266,7 @@ class _Reader:
         if isinstance(node, syntax.Select | syntax.Ident):
             path = _path_of(node, locals_)
             if path is not None:
-                if path[0] not in TYPE_NAMES or len(path) > 1:
+                if path[0] not in self.type_names or len(path) > 1:
                     self.found(path, guarded=_optional_chain(node))
                 return
         for child in syntax.children(node):

@@ -47,17 +47,19 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from callgate_rules.cache import compiled
 from callgate_rules.cel import syntax
 from callgate_rules.cel.compiler import runtime
-from callgate_rules.cel.compiler.codegen import _RUNTIME_NAMESPACE, Program, generate
-from callgate_rules.cel.compiler.lowering import Functions, lower
+from callgate_rules.cel.compiler.runtime import NAMESPACE as _RUNTIME_NAMESPACE
 from callgate_rules.cel.errors import CelCompileError
 
-__all__ = ["FAILURES", "Compiled", "Functions", "Inline", "compile_program", "python_source",
-           "running"]
+if TYPE_CHECKING:  # compiling imports them; running what the load cache kept does not
+    from callgate_rules.cel.compiler.codegen import Program
+    from callgate_rules.cel.compiler.lowering import Functions
+
+__all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "python_source", "running"]
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
@@ -92,6 +94,9 @@ def compile_program(tree: syntax.Node, functions: Functions, tag: str = "") -> C
     raise ``CelEvaluationError``), with the code to inline it where it allows that; raises
     ``CelCompileError`` for an expression that cannot be compiled. ``tag``: see
     ``codegen.generate`` (the load cache names programs by their content)."""
+    from callgate_rules.cel.compiler.codegen import generate
+    from callgate_rules.cel.compiler.lowering import lower
+
     program = generate(lower(tree, functions), tag)
     try:
         with warnings.catch_warnings():
@@ -127,4 +132,7 @@ def python_source(tree: syntax.Node, functions: Functions) -> str:
 
 
 def _program(tree: syntax.Node, functions: Functions) -> Program:
+    from callgate_rules.cel.compiler.codegen import generate
+    from callgate_rules.cel.compiler.lowering import lower
+
     return generate(lower(tree, functions))

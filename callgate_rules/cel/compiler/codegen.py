@@ -42,36 +42,8 @@ from callgate_rules.cel.compiler.ir import (
     free_locals,
     variables_read,
 )
-from callgate_rules.cel.values import Optional
 
-_RUNTIME_NAMESPACE: dict[str, Any] = {
-    **{f"_{name}": function for name, function in runtime.FUNCTIONS.items()},
-    "_FAILURES": runtime.FAILURES,
-    "_ABSENT": runtime.ABSENT,
-    "_SCALAR": runtime.SCALAR_TYPES,
-    "_ORDERED": runtime.ORDERED_TYPES,
-    "_equals": runtime.equals,
-    "_not_equals": runtime.not_equals,
-    "_less": runtime.less,
-    "_less_equal": runtime.less_equal,
-    "_greater": runtime.greater,
-    "_greater_equal": runtime.greater_equal,
-    "_is_in": runtime.is_in,
-    "_has_field": runtime.has_field,
-    "_make_map": runtime.make_map,
-    "_iteration_range": runtime.iteration_range,
-    "_iteration_pairs": runtime.iteration_pairs,
-    "_make_list_with_optionals": runtime.make_list_with_optionals,
-    "_make_map_with_optionals": runtime.make_map_with_optionals,
-    "_optional_operand": runtime.optional_operand,
-    "_flat_map_result": runtime.flat_map_result,
-    "_Optional": Optional,
-    "_not_bool": runtime.not_bool,
-    "_no_overload": runtime.no_overload,
-    "_logic_failure": runtime.logic_failure,
-    "_translate": runtime.translate,
-    "_fail": runtime.fail,
-}
+_RUNTIME_NAMESPACE = runtime.NAMESPACE
 
 _SLOW_COMPARISONS = {
     "==": "_equals",

@@ -115,6 +115,7 @@ from callgate_rules.cel.compiler.runtime.timestamps import (
     to_duration,
     to_timestamp,
 )
+from callgate_rules.cel.values import Optional
 
 __all__ = [
     "ABSENT", "COMPARISONS", "FAILURES", "FUNCTIONS", "INT64_MAX", "INT64_MIN",
@@ -174,4 +175,35 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": less_equal,
     ">": greater,
     ">=": greater_equal,
+}
+
+# The globals every generated program runs with (``codegen`` names them ``_...``); here, not
+# in ``codegen``, so that running a program compiled before needs no code generator.
+NAMESPACE: dict[str, Any] = {
+    **{f"_{name}": function for name, function in FUNCTIONS.items()},
+    "_FAILURES": FAILURES,
+    "_ABSENT": ABSENT,
+    "_SCALAR": SCALAR_TYPES,
+    "_ORDERED": ORDERED_TYPES,
+    "_equals": equals,
+    "_not_equals": not_equals,
+    "_less": less,
+    "_less_equal": less_equal,
+    "_greater": greater,
+    "_greater_equal": greater_equal,
+    "_is_in": is_in,
+    "_has_field": has_field,
+    "_make_map": make_map,
+    "_iteration_range": iteration_range,
+    "_iteration_pairs": iteration_pairs,
+    "_make_list_with_optionals": make_list_with_optionals,
+    "_make_map_with_optionals": make_map_with_optionals,
+    "_optional_operand": optional_operand,
+    "_flat_map_result": flat_map_result,
+    "_Optional": Optional,
+    "_not_bool": not_bool,
+    "_no_overload": no_overload,
+    "_logic_failure": logic_failure,
+    "_translate": translate,
+    "_fail": fail,
 }
