@@ -226,6 +226,13 @@ SUBTLE_CASES: list[tuple[Any, list[Any]]] = [
     ({"patternProperties": {"(a)": True, "b": True}, "additionalProperties": False},
      [{"a": 1}, {"b": 1}, {"c": 1}]),
     ({"additionalProperties": {"type": "integer"}}, [{"a": 1}, {"a": "1"}, {}]),
+    # no other property: counted as the declared ones there, required or not, checked or not
+    ({"required": ["a"], "properties": {"a": {}, "b": True, "c": {"type": "string"}},
+      "additionalProperties": False},
+     [{"a": 1}, {"a": 1, "b": None, "c": "s"}, {"a": 1, "d": 1}, {"b": 1}, {"a": 1, "c": 5}]),
+    ({"required": ["a", "z"], "properties": {"a": {}}, "additionalProperties": False},
+     [{"a": 1, "z": 1}, {"a": 1}, {"z": 1}]),
+    ({"enum": ["a", "b"], "type": ["string", "null"], "minLength": 1}, ["a", "c", None, 1]),
     ({"required": ["a"], "properties": {"a": False}}, [{"a": 1}, {}, {"b": 1}]),
     ({"prefixItems": [{"type": "string"}], "items": False}, [["a"], ["a", "b"], [], [1]]),
     ({"items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, [[1], [1, 2, 3], [], [1.0]]),
@@ -436,3 +443,20 @@ def test_format_multiple_and_pattern_constants_are_made_again_from_data() -> Non
         assert each({"code": "R-123456789"}) is False
     with pytest.raises(ValueError, match="format checker"):
         rebuilt_check(made[0], None)  # the format's check is not there to make
+
+
+def test_deeply_nested_subschemas_are_compiled_and_give_jsonschemas_verdicts() -> None:
+    """Subschemas are written into their parent's code only so deep: Python refuses more than
+    20 nested loops in one function, and a schema that did not compile would be left to
+    jsonschema."""
+    schema: Any = {"type": "integer"}
+    valid: Any = 1
+    invalid: Any = "1"
+    for level in range(30):
+        schema = {"type": "array", "items": schema} if level % 2 else \
+            {"type": "object", "properties": {"a": schema}, "additionalProperties": False}
+        valid, invalid = ([valid], [invalid]) if level % 2 else ({"a": valid}, {"a": invalid})
+    check = compiled(schema)
+    for instance in (valid, invalid, [], {}):
+        assert same(outcome(check, instance), jsonschema_outcome(schema, instance)), instance
+    assert check(valid) is True and check(invalid) is False

@@ -33,9 +33,12 @@ pattern has RE2's meaning (``$`` only at the very end, ``\\d`` ASCII digits), an
 ``additionalProperties`` leaves a property alone when any ``patternProperties`` pattern
 matches it.
 
-How: the schema becomes Python source, one function per subschema that has subschemas of
-its own, with the checks of leaf subschemas (a string with a pattern, a bounded number)
-inlined into their parent; every failed check is a ``return False``. Values from the schema
+How: the schema becomes Python source where every failed check is a ``return False``. A
+subschema whose verdict is its parent's (``properties``, ``items``, ``allOf``, ...) is
+inlined into its parent's code (down to ``_INLINED_DEPTH``); one whose verdict is a value
+(``anyOf``, ``oneOf``, ``not``, ``if``, ``contains``) is a function of its own. Type tests
+try the exact type first; ``additionalProperties: false`` without ``patternProperties``
+counts the declared properties there instead of comparing keys. Values from the schema
 enter the source only as names bound in the function's namespace, or, for property names,
 as ``repr`` string literals.
 """
@@ -66,12 +69,17 @@ Check = Callable[[Any], bool]
 UNSUPPORTED = frozenset({
     "$ref", "$dynamicRef", "uniqueItems", "unevaluatedItems", "unevaluatedProperties",
 })
-# Keywords holding subschemas: a schema without any is a leaf, inlined into its parent.
+# Keywords holding subschemas: a schema without any is a leaf, inlined into its parent at
+# any depth; one with some is inlined down to ``_INLINED_DEPTH`` levels of indentation.
 APPLICATORS = frozenset({
     "properties", "patternProperties", "additionalProperties", "propertyNames",
     "dependentSchemas", "items", "prefixItems", "contains", "allOf", "anyOf", "oneOf", "not",
     "if",
 })
+# A subschema with subschemas of its own is written into its parent's code down to this many
+# levels of indentation and called as a function of its own deeper down: a call costs more
+# than the checks of a short list, and Python refuses more than 20 nested loops a function.
+_INLINED_DEPTH = 8
 
 
 class _Unsupported(Exception):
@@ -236,17 +244,18 @@ def _never(value: Any) -> bool:
     return False
 
 
-_MISSING = object()
-
-# Each type as Draft 2020-12's type checker defines it, as an expression over ``{}``.
+# Each type as Draft 2020-12's type checker defines it, as an expression over ``{0}``: the
+# exact type of a JSON value tested first, which is cheaper than ``isinstance`` (and much
+# cheaper than an ``isinstance`` of an abstract class); bool has no subclasses.
 TYPE_TESTS: Mapping[str, str] = {
-    "array": "isinstance({}, list)",
-    "boolean": "isinstance({}, bool)",
-    "integer": "_is_integer({})",
-    "null": "{} is None",
-    "number": "(isinstance({0}, _Number) and not isinstance({0}, bool))",
-    "object": "isinstance({}, dict)",
-    "string": "isinstance({}, str)",
+    "array": "(type({0}) is list or isinstance({0}, list))",
+    "boolean": "({0} is True or {0} is False)",
+    "integer": "(type({0}) is int or _is_integer({0}))",
+    "null": "{0} is None",
+    "number": "(type({0}) is int or type({0}) is float or "
+              "(isinstance({0}, _Number) and not isinstance({0}, bool)))",
+    "object": "(type({0}) is dict or isinstance({0}, dict))",
+    "string": "(type({0}) is str or isinstance({0}, str))",
 }
 
 
@@ -255,7 +264,7 @@ TYPE_TESTS: Mapping[str, str] = {
 
 def _namespace() -> dict[str, Any]:
     """What every generated check reads besides its own constants."""
-    return {"_MISSING": _MISSING, "_Number": numbers.Number, "_is_integer": is_integer,
+    return {"_Number": numbers.Number, "_is_integer": is_integer,
             "_json_equal": json_equal, "_always": _always, "_never": _never}
 
 
@@ -291,9 +300,11 @@ class _Generator:
         return name
 
     def child(self, schema: Any, var: str, depth: int) -> list[str]:
-        """Statements checking ``var`` against a subschema: inlined for a leaf, else a call;
-        none when the subschema accepts everything."""
-        if isinstance(schema, dict) and not APPLICATORS.intersection(schema):
+        """Statements checking ``var`` against a subschema whose failure fails its parent:
+        inlined, or a call once the parent's code is nested deep (Python bounds a function's
+        nested loops); none when the subschema accepts everything."""
+        if isinstance(schema, dict) and (
+                depth <= _INLINED_DEPTH or not APPLICATORS.intersection(schema)):
             return list(self.statements(schema, var, depth))
         if schema is True:
             return []
@@ -321,8 +332,12 @@ class _Generator:
         if UNSUPPORTED.intersection(schema):
             raise _Unsupported("keyword not compiled")
         kinds = _types(schema.get("type"))
+        # An enum of strings passes strings only: a ``type`` naming "string" adds no test.
+        implied = False
         if "enum" in schema:
             yield self.fail(self.enum_fails(schema["enum"], var), depth)
+            implied = kinds is not None and "string" in kinds and \
+                all(isinstance(member, str) for member in schema["enum"])
         if "const" in schema:
             constant = schema["const"]
             test = f"{var} == {self.constant(constant)}" if isinstance(constant, str) \
@@ -336,7 +351,7 @@ class _Generator:
         }
         # When ``type`` names one type, the type test guards its group with no extra test.
         single = kinds[0] if kinds is not None and len(kinds) == 1 else None
-        if kinds is not None:
+        if kinds is not None and not implied:
             tests = " or ".join(TYPE_TESTS[kind].format(var) for kind in kinds)
             yield self.fail(f"not ({tests})", depth)
         for kind, lines in groups.items():
@@ -364,7 +379,7 @@ class _Generator:
         if all(isinstance(member, str) for member in members):
             # equal() of a string with anything is ==, so a set lookup gives its verdict.
             strings = self.constant(frozenset(members))
-            return f"not (isinstance({var}, str) and {var} in {strings})"
+            return f"not ({TYPE_TESTS['string'].format(var)} and {var} in {strings})"
         options = self.constant(tuple(members))
         return f"not any(_json_equal(option, {var}) for option in {options})"
 
@@ -403,17 +418,20 @@ class _Generator:
             yield self.fail(f"len({var}) < {self.number(schema['minProperties'])}", depth)
         if "maxProperties" in schema:
             yield self.fail(f"len({var}) > {self.number(schema['maxProperties'])}", depth)
+        # How many declared properties the object has: those required, and one term for each
+        # other one (whether it is there)
+        there: list[str] = []
         for name, subschema in _dict(schema.get("properties", {})).items():
             item = self.name("item")
             if name in required:  # known to be there: the check above returned otherwise
                 body = self.child(subschema, item, depth)
                 yield from self.block(f"{pad}{item} = {var}[{_str(name)!r}]", body)
             else:
+                # ``in`` and ``[]``: cheaper than ``get`` when it is there, much when not
+                there.append(f"({_str(name)!r} in {var})")
                 body = self.child(subschema, item, depth + 1)
-                if body:
-                    yield f"{pad}{item} = {var}.get({_str(name)!r}, _MISSING)"
-                    yield f"{pad}if {item} is not _MISSING:"
-                    yield from body
+                yield from self.block(f"{pad}if {name!r} in {var}:", [
+                    f"{pad}    {item} = {var}[{name!r}]", *body] if body else [])
         patterns = _dict(schema.get("patternProperties", {}))
         if patterns:
             key, item = self.name("key"), self.name("item")
@@ -424,7 +442,8 @@ class _Generator:
                                        self.child(subschema, item, depth + 2))
             yield from self.block(f"{pad}for {key}, {item} in {var}.items():", matching)
         if "additionalProperties" in schema:
-            yield from self.additional(schema, var, depth)
+            declared = len(set(required).intersection(schema.get("properties", {})))
+            yield from self.additional(schema, var, depth, [str(declared), *there])
         if "propertyNames" in schema:
             key = self.name("key")
             yield from self.block(f"{pad}for {key} in {var}:",
@@ -437,16 +456,20 @@ class _Generator:
             yield from self.block(f"{pad}if {_str(name)!r} in {var}:",
                                   self.child(subschema, var, depth + 1))
 
-    def additional(self, schema: Mapping[str, Any], var: str, depth: int) -> Iterator[str]:
+    def additional(self, schema: Mapping[str, Any], var: str, depth: int,
+                   declared_there: list[str]) -> Iterator[str]:
+        """``declared_there``: terms whose sum is how many declared properties ``var`` has."""
         extra = schema["additionalProperties"]
         if extra is True:
             return
         pad = "    " * depth
-        declared = self.constant(frozenset(_dict(schema.get("properties", {}))))
         patterns = _dict(schema.get("patternProperties", {}))
         if extra is False and not patterns:
-            yield self.fail(f"not {var}.keys() <= {declared}", depth)
+            # No other property: as many properties as declared ones there (cheaper than
+            # comparing the keys with the declared names)
+            yield self.fail(f"len({var}) != {' + '.join(declared_there)}", depth)
             return
+        declared = self.constant(frozenset(_dict(schema.get("properties", {}))))
         key, item = self.name("key"), self.name("item")
         matched = "".join(f" or {self.constant(_str(pattern), 'pattern')}({key})"
                           for pattern in patterns)
