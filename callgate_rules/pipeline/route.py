@@ -245,13 +245,17 @@ class Foretold:
     """How a rejection a tool's plan foresaw is routed and worded: worked out once, with
     the plan."""
 
-    __slots__ = ("foreseen", "routed", "routing", "contract", "tools")
+    __slots__ = ("foreseen", "routed", "routing", "contract", "tools", "decided")
 
     def __init__(self, foreseen: Foreseen, routing: Routing, contract: Contract,
                  tools: str) -> None:
         self.foreseen, self.routing, self.contract, self.tools = \
             foreseen, routing, contract, tools
-        self.routed = Routed.of(foreseen.template, routing)
+        template, routed = foreseen.template, Routed.of(foreseen.template, routing)
+        self.routed = routed
+        # read once for every decision: entry, route, error class, rule, detail, candidates, extra
+        self.decided = (routed.entry, routed.route, template.error_class, template.rule,
+                        template.detail, template.candidates, template.extra or None)
 
     def messages(self, arguments: dict[str, Any], actor: dict[str, Any],
                  more: dict[str, Any] | None) -> tuple[PairedMessage, PairedMessage]:
@@ -288,6 +292,9 @@ _UNKNOWN_TOOL = ErrorClass.UNKNOWN_TOOL
 _perf_counter, _wall_clock = time.perf_counter, time.time  # a decision reads both once
 _EXECUTE = Route.EXECUTE
 _ROUTED_TO_EXECUTE: RawTraceEntry = ("route", "allowed", str(Route.EXECUTE))
+# No parsed call, as a ParsedCall unpacked (once: a NamedTuple's field read by name costs more)
+_NO_CALL = (None, None, None, None, None)
+_decision_of_check = Decision.of_check  # a class method, bound once
 
 
 class Router:
@@ -356,16 +363,13 @@ class Router:
         variables as decided when someone reads a message."""
         assert progress.plan is not None
         told = progress.plan.foretold[foreseen]
-        progress.trace.append(told.routed.entry)
-        rejection, variables = foreseen.template, progress.variables
-        arguments, decided_actor = dict(variables["args"]), dict(actor)
-        messages = DeferredMessages(
-            Foretold.messages, told, arguments, decided_actor,
-            as_decided(variables, foreseen.more_reads) if foreseen.more_reads else None)
-        return self._decision(
-            told.routed.route, rejection.error_class, rejection.rule, messages, messages,
-            rejection.detail, progress, actor, request_id, rejection.candidates,
-            rejection.extra, decided_actor, arguments)
+        entry, route, error_class, rule, detail, candidates, extra = told.decided
+        progress.trace.append(entry)
+        arguments, decided_actor = dict(progress.variables["args"]), dict(actor)
+        messages = DeferredMessages(Foretold.messages, told, arguments, decided_actor, as_decided(
+            progress.variables, foreseen.more_reads) if foreseen.more_reads else None)
+        return self._decision(route, error_class, rule, messages, messages, detail, progress,
+                              actor, request_id, candidates, extra, decided_actor, arguments)
 
     def _decision(
         self, route: Route, error_class: ErrorClass | None, rule: str | None,
@@ -380,37 +384,34 @@ class Router:
         decided on, when the caller has made those copies already."""
         elapsed, decided_at = _perf_counter() - progress.started, _wall_clock()
         call, plan = progress.call, progress.plan
-        contract = call.contract if call is not None else progress.contract_only
+        contract, arguments, call_id, _, note = call if call is not None else _NO_CALL
+        contract = progress.contract_only if call is None else contract
         # The plan's versions are never changed: the log keeps them; the decision hands out
         # its own copy, which a host may change.
         decided_versions = plan.versions if plan is not None else self.versions_of(contract)
-        if error_class == _UNKNOWN_TOOL:
+        if error_class is _UNKNOWN_TOOL:
             # The allowlist that refused the tool: every contract's version.
             decided_versions = {**decided_versions, **{
                 c.document.key: c.version for c in self.config.contracts.values()}}
-        if call is not None and call.note:
+        if note:
             # several calls and the policy took one: the model must hear the others did not run
             if isinstance(agent, DeferredMessages):
-                agent = user = DeferredMessages(_noted_pair, agent, call.note)
+                agent = user = DeferredMessages(_noted_pair, agent, note)
             else:
-                agent = Deferred(_noted, agent, call.note)
+                agent = Deferred(_noted, agent, note)
         shadow = tuple(progress.shadow) if progress.shadow else ()
         # The log record is put together when someone first reads ``decision.log``. What the
         # host handed in and may change afterwards is copied now, one level deep.
         if decided_actor is None:
             decided_actor = dict(actor)
-            decided_arguments = dict(call.arguments) if call is not None else None
+            decided_arguments = dict(arguments) if arguments is not None else None
         log: Deferred[Mapping[str, Any]] = Deferred(
             log_record, decided_at, request_id, contract, call, decided_versions, route,
             error_class, rule, detail, decided_actor, decided_arguments, shadow, elapsed,
             extra or None, progress.session, progress.variables)
-        arguments: dict[str, Any] | None = None
-        call_id: str | None = None
-        if call is not None:
-            arguments, call_id = call.arguments, call.call_id
-        return Decision.of_check(
-            route, error_class, contract.name if contract else None,
-            contract.version if contract else None, rule, agent, user, log,
+        return _decision_of_check(
+            route, error_class, contract.name if contract is not None else None,
+            contract.version if contract is not None else None, rule, agent, user, log,
             dict(decided_versions), Deferred(trace_entries, tuple(progress.trace)),
             arguments, call_id, candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
