@@ -317,7 +317,7 @@ _read_fast = msgspec.json.Decoder().decode
 _REFUSED = (msgspec.DecodeError, RecursionError, UnicodeError)
 
 
-def read_json(text: str | bytes) -> Any:
+def read_stored_json(text: str | bytes) -> Any:
     """A stored JSON text as Python values, exactly as ``json.loads`` reads it: msgspec
     reads what it accepts (about five times faster), the standard library what msgspec
     refuses (NaN and infinities, numbers beyond a double, lone surrogates, deep nesting)."""

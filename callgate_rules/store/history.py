@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from callgate_rules.store.base import as_utc, canonical_json, read_json
+from callgate_rules.store.base import as_utc, canonical_json, read_stored_json
 from callgate_rules.store.statements import Dialect, Query, render
 
 # Newest entries read per decision at most: a run longer than this is judged on its tail.
@@ -141,10 +141,10 @@ class MemoryHistory:
             found = [kept for kept in self._runs.get(run_id, ()) if kept[0].at >= since]
         found.sort(key=lambda kept: kept[0].at)  # stable: insertion order breaks ties
         # made field by field: dataclasses.replace would cost more than decoding
-        return [HistoryEntry(entry.run_id, entry.at, entry.tool, read_json(arguments),
+        return [HistoryEntry(entry.run_id, entry.at, entry.tool, read_stored_json(arguments),
                              entry.route, entry.error_class, entry.request_id,
                              entry.operation_id, entry.executed, entry.executed_at,
-                             None if result is None else read_json(result))
+                             None if result is None else read_stored_json(result))
                 for entry, arguments, result in found[-limit:]]
 
     def mark_executed(self, operation_id: str, *, at: datetime, route: str,

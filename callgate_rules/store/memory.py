@@ -32,7 +32,7 @@ from callgate_rules.store.base import (
     claim_outcome,
     holds_lease,
     lease_lost_message,
-    read_json,
+    read_stored_json,
     replayed_confirmation_outcome,
     resolved_error_class,
 )
@@ -40,7 +40,7 @@ from callgate_rules.store.history import MemoryHistory
 
 
 def _json_copy(value: Any) -> Any:
-    return read_json(canonical_json(value))
+    return read_stored_json(canonical_json(value))
 
 
 def _new_receipt(op: NewOperation, state: ReceiptState, now: datetime,

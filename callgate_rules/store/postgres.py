@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from callgate_rules.errors import StoreConfigError
-from callgate_rules.store.base import as_utc, read_json
+from callgate_rules.store.base import as_utc, read_stored_json
 from callgate_rules.store.history import POSTGRES_LEASES, POSTGRES_TABLE, HistoryStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
@@ -261,7 +261,7 @@ class PostgresStore(SqlReceiptStore):
         from psycopg import sql
         from psycopg.types.json import set_json_loads
 
-        set_json_loads(read_json, connection)  # json and jsonb columns read as SQLite's are
+        set_json_loads(read_stored_json, connection)  # json and jsonb columns read as SQLite's are
         connection.execute("SET TIME ZONE 'UTC'")
         if self.schema is not None:
             connection.execute(
@@ -403,7 +403,7 @@ def as_jsonb_gives_back(text: str) -> Any:
     ``100000000000000000000000``, an integer once read). (Keys may come back in another
     order: jsonb orders them by length; a dict's order decides no comparison.)"""
     if _EXPONENT.search(text) is None:  # nearly always: nothing to respell
-        return read_json(text)
+        return read_stored_json(text)
     return json.loads(text, parse_float=_jsonb_number)
 
 

@@ -17,7 +17,6 @@ from callgate_rules.store.base import (
     ReceiptState,
     ReviewItem,
     ReviewStatus,
-    read_json,
 )
 from callgate_rules.store.statements import Row
 
@@ -31,7 +30,7 @@ class Rows:
     __slots__ = ("time", "json_value", "written_json")
 
     def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any],
-                 written_json: Callable[[str], Any] = read_json) -> None:
+                 written_json: Callable[[str], Any]) -> None:
         self.time, self.json_value, self.written_json = time, json_value, written_json
 
     def finished(self, held: Receipt, parameters: Mapping[str, Any], row: Row) -> Receipt:

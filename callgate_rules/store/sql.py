@@ -53,7 +53,7 @@ from callgate_rules.store.base import (
     check_same_arguments,
     claim_outcome,
     lease_lost_message,
-    read_json,
+    read_stored_json,
     replayed_confirmation_outcome,
     resolved_error_class,
 )
@@ -403,8 +403,8 @@ class SqlReceiptStore(ABC):
 
     @staticmethod
     def _written_json(text: str, /) -> Any:
-        """A JSON text this store writes, as reading it back gives it."""
-        return read_json(text)
+        """A JSON text this store writes, as reading it back gives it (jsonb differs)."""
+        return read_stored_json(text)
 
     def _connection_lost(self, error: BaseException | None) -> bool:
         """Whether ``error`` says the connection went away (so the statement may not have

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
-from callgate_rules.store.base import as_utc, read_json
+from callgate_rules.store.base import as_utc, read_stored_json
 from callgate_rules.store.history import SQLITE_LEASES, SQLITE_TABLE, HistoryStatements
 from callgate_rules.store.sql import DriverErrors, SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
@@ -233,7 +233,7 @@ class SqliteStore(SqlReceiptStore):
 
     _time_parameter = staticmethod(_text)
     _time_value = staticmethod(datetime.fromisoformat)
-    _json_value = staticmethod(read_json)
+    _json_value = staticmethod(read_stored_json)
 
     # Connections and transactions ----------------------------------------------------------
 

@@ -108,7 +108,7 @@ def watched(store: PostgresStore, name: str) -> list[Any]:
         return answer
 
     setattr(Watched, name, recording)
-    store._rows = Watched(store._rows.time, store._rows.json_value)
+    store._rows = Watched(store._rows.time, store._rows.json_value, store._rows.written_json)
     return calls
 
 

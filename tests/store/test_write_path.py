@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callgate_rules.store import ClaimOutcome, ReceiptState, ReceiptStore, SqliteStore
-from callgate_rules.store.base import canonical_json, read_json
+from callgate_rules.store.base import canonical_json, read_stored_json
 from callgate_rules.store.sqlite import RETURNING_SQLITE
 from tests.store.test_store_contract import LEASE, T0, operation
 
@@ -156,7 +156,7 @@ def assert_read_alike(built: Any, read: Any) -> None:
 @given(value=JSON_VALUES | st.just(float("nan")) | st.just(float("inf"))
        | st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=2))
 def test_a_stored_text_is_read_as_the_standard_library_reads_it(value: Any) -> None:
-    # read_json: msgspec where it accepts the text, json.loads where it refuses it
+    # read_stored_json: msgspec where it accepts the text, json.loads where it refuses it
     text = canonical_json(value)
-    assert repr(read_json(text)) == repr(json.loads(text))
-    assert repr(read_json(text.encode("utf-8", "surrogatepass"))) == repr(json.loads(text))
+    assert repr(read_stored_json(text)) == repr(json.loads(text))
+    assert repr(read_stored_json(text.encode("utf-8", "surrogatepass"))) == repr(json.loads(text))
