@@ -8,10 +8,13 @@ returns is the one a read of the row gives back.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callgate_rules.store import ClaimOutcome, ReceiptState, ReceiptStore, SqliteStore
-from callgate_rules.store.base import canonical_json, read_stored_json
+from callgate_rules.store.base import Receipt, canonical_json, read_stored_json
 from callgate_rules.store.sqlite import RETURNING_SQLITE
 from tests.store.test_store_contract import LEASE, T0, operation
 
@@ -146,7 +149,12 @@ def test_a_claim_and_a_finish_return_what_a_read_of_the_row_gives(
 
 def assert_read_alike(built: Any, read: Any) -> None:
     """Equal, and equal in every JSON value's spelling: ``==`` takes 1e16 for 10**16, and a
-    reader of the JSON does not (keys' order aside: jsonb keeps its own)."""
+    reader of the JSON does not (keys' order aside: jsonb keeps its own). Both are whole
+    receipts, every field present, as the dataclass's own ``__init__`` makes them (the
+    stores make theirs without it: ``store.rows._receipt``)."""
+    for receipt in (built, read):
+        assert set(vars(receipt)) == {field.name for field in dataclasses.fields(Receipt)}
+        assert Receipt(**vars(receipt)) == receipt
     assert built == read
     for field in ("arguments", "actor", "result"):
         assert canonical_json(getattr(built, field)) == canonical_json(getattr(read, field))
@@ -160,3 +168,32 @@ def test_a_stored_text_is_read_as_the_standard_library_reads_it(value: Any) -> N
     text = canonical_json(value)
     assert repr(read_stored_json(text)) == repr(json.loads(text))
     assert repr(read_stored_json(text.encode("utf-8", "surrogatepass"))) == repr(json.loads(text))
+
+
+
+# canonical_json: msgspec writes what reads back as the value itself, the standard library
+# everything else; the value a text stands for, and what is refused, are json's.
+
+def standard_library(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.recursive(
+    JSON_VALUES | st.just(float("nan")) | st.just(float("-inf")) | st.text(
+        st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=2),
+    lambda inner: st.tuples(inner) | st.dictionaries(st.integers(0, 20), inner, max_size=2)
+    | st.lists(inner, max_size=2), max_leaves=6))
+def test_canonical_json_stands_for_what_the_standard_library_writes(value: Any) -> None:
+    written, expected = canonical_json(value), standard_library(value)
+    assert repr(json.loads(written)) == repr(json.loads(expected))
+    assert canonical_json(value) == written  # one spelling per value
+
+
+@pytest.mark.parametrize("refused", [datetime(2026, 1, 1), Decimal("1.5"), {1, 2}, b"x",
+                                     {"when": datetime(2026, 1, 1)}, [{"n": Decimal(1)}]])
+def test_canonical_json_refuses_what_the_standard_library_refuses(refused: Any) -> None:
+    with pytest.raises(TypeError):
+        standard_library(refused)
+    with pytest.raises(TypeError):
+        canonical_json(refused)
