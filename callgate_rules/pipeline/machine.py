@@ -163,19 +163,11 @@ class WriteMachine:
     def advance(self, start: State, pause: frozenset[State] = frozenset()) -> State | Ending:
         """Run ``start``, then step on until an ending, or until a state in ``pause`` is
         next (``start`` itself always runs: it is where a paused machine resumes)."""
-        handlers: dict[State, Callable[[], State | Ending]] = {  # the table of transitions
-            State.CLAIM: self.claim,
-            State.SEND: self.send,
-            State.ANSWERED: self.answered,
-            State.RECONCILE: self.reconcile,
-            State.WAIT: self.wait,
-            State.SLEEP: self.slept,
-        }
         state: State | Ending = start
         try:
-            state = handlers[start]()
+            state = _TRANSITIONS[start](self)
             while isinstance(state, State) and state not in pause:
-                state = handlers[state]()
+                state = _TRANSITIONS[state](self)
         except StoreError as error:
             return store_failed(error, self.sent, self.route_of(ErrorClass.TRANSIENT))
         return state
@@ -376,6 +368,16 @@ class WriteMachine:
     def route_of(self, error_class: ErrorClass) -> Route:
         return self.routing.route_for(error_class)
 
+
+# The table of transitions: what each state runs (made once, not per call).
+_TRANSITIONS: dict[State, Callable[[WriteMachine], State | Ending]] = {
+    State.CLAIM: WriteMachine.claim,
+    State.SEND: WriteMachine.send,
+    State.ANSWERED: WriteMachine.answered,
+    State.RECONCILE: WriteMachine.reconcile,
+    State.WAIT: WriteMachine.wait,
+    State.SLEEP: WriteMachine.slept,
+}
 
 _RETRIED_READS = (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME)
 

@@ -154,7 +154,7 @@ class Masking:
         than masking it; True whenever a secret is written otherwise in JSON."""
         if not self.secrets:
             return False
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = _COMPACT.encode(value)
         return any(secret in text or not _written_as_is(secret) for secret in self.secrets)
 
     def __call__(self, value: Any) -> Any:
@@ -279,5 +279,10 @@ def draft(contract: Contract, variables: Mapping[str, Any]) -> str:
 
 def compact(value: Any) -> str:
     """A value as short JSON for a message or a draft: at most 2,000 characters."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = _COMPACT.encode(value)
     return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+# ``json.dumps`` with options makes an encoder per call; one made once encodes the same
+# (``compact``, ``Masking.may_be_in``).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, default=str)
