@@ -13,7 +13,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from callgate_rules.store import ClaimOutcome, ReceiptState, ReceiptStore, SqliteStore
 from callgate_rules.store.base import Receipt, canonical_json, read_stored_json
-from callgate_rules.store.sqlite import RETURNING_SQLITE
+from callgate_rules.store.sqlite import RETURNING_SQLITE, _text
 from tests.store.test_store_contract import LEASE, T0, operation
 
 pytestmark = pytest.mark.skipif(sqlite3.sqlite_version_info < RETURNING_SQLITE,
@@ -197,3 +197,14 @@ def test_canonical_json_refuses_what_the_standard_library_refuses(refused: Any) 
         standard_library(refused)
     with pytest.raises(TypeError):
         canonical_json(refused)
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=st.datetimes(timezones=st.timedeltas(timedelta(hours=-23), timedelta(hours=23))
+                           .map(timezone) | st.just(UTC)))
+def test_an_instant_is_written_as_iso_text_with_microseconds(moment: datetime) -> None:
+    try:
+        expected = moment.astimezone(UTC).isoformat(timespec="microseconds")
+    except OverflowError:  # year 1 or 9999 pushed past the calendar by the offset
+        return
+    assert _text(moment) == expected
