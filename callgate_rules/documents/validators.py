@@ -101,17 +101,25 @@ def _inlined(schema: Any, resolver: Resolver[Any]) -> Any:
 # The schemas documents declare --------------------------------------------------------------------
 
 # Upper-case T and Z only: CEL's timestamp() (what rules call) accepts nothing else.
-# Compiled once: this runs on every call with a date-time argument.
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+# Compiled once: this runs on every call with a date-time argument. The digits spelled out,
+# no groups, matched in full: a third cheaper than ``^\d{4}-\d{2}-...(Z|...)$`` (to the
+# matcher each ``\d{2}`` is a repetition, each group marks to keep), with its verdicts
+# together with ``fromisoformat``, which reads only ASCII digits where this asks for
+# ``[0-9]`` (past a fraction's sixth digit it reads none: there ``\d`` stays) and no
+# newline after the text (which ``$`` let through).
+_RFC3339 = re.compile(r"[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+                      r"T[0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:\.\d+)?(?:Z|[+-][0-9][0-9]:[0-9][0-9])")
+
+_rfc3339_match, _from_iso_format = _RFC3339.fullmatch, datetime.fromisoformat  # bound once
 
 
 def _is_rfc3339(value: object) -> bool:
-    if not isinstance(value, str):
+    if type(value) is not str and not isinstance(value, str):
         return True
-    if not _RFC3339.match(value):
+    if _rfc3339_match(value) is None:
         return False
     try:
-        datetime.fromisoformat(value)
+        _from_iso_format(value)
     except ValueError:
         return False
     return True
