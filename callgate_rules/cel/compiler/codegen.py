@@ -419,8 +419,15 @@ class _Generator:
                     f"else _is_in({value}, {elements}))"
                 )
             return f"_is_in({item}, {elements})"
+        # A string found in a list is in it (``is_in``'s first answer), told without the call;
+        # ``&`` evaluates both sides, item first, as the call would.
+        value, elements = function.temporary(), function.temporary()
         item = self.expression(node.item, function)
-        return f"_is_in({item}, {self.expression(container, function)})"
+        return (
+            f"(True if (type({value} := {item}) is str) & "
+            f"(type({elements} := {self.expression(container, function)}) is list) "
+            f"and {value} in {elements} else _is_in({value}, {elements}))"
+        )
 
     def constant(self, value: Any) -> str:
         """A literal for simple values; a name in the globals for everything else."""
