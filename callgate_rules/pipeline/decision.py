@@ -117,6 +117,32 @@ class _DeferredField(Generic[T]):
         instance.__dict__[self.name] = value
 
 
+class _TraceField(_DeferredField[tuple[TraceEntry, ...]]):
+    """The trace: a ``_DeferredField``, which may also be given the raw entries the steps
+    recorded as they are, a tuple of tuples, to become ``TraceEntry``s on first read. A
+    check hands its trace over so: a ``Deferred`` to make and free would cost more than
+    the tuple (a ``TraceEntry`` is no tuple, so a trace read already is never taken for
+    raw entries)."""
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> tuple[TraceEntry, ...]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> tuple[TraceEntry, ...]: ...
+
+    def __get__(self, instance: object | None, owner: type) -> tuple[TraceEntry, ...]:
+        if instance is not None:
+            fields = instance.__dict__
+            value = fields[self.name]
+            if type(value) is tuple and value and type(value[0]) is tuple:
+                with _FIRST_READ:
+                    value = fields[self.name]
+                    if type(value) is tuple and value and type(value[0]) is tuple:
+                        value = fields[self.name] = trace_entries(value)
+                return value  # type: ignore[no-any-return]
+        return super().__get__(instance, owner)
+
+
 @dataclass(frozen=True)
 class ShadowVerdict:
     """A verdict of a rule in ``warn`` or ``audit`` mode: recorded, not enforced."""
@@ -148,7 +174,7 @@ class Decision:
     # for engineers: masked, structured, one JSON line
     log: _DeferredField[Mapping[str, Any]] = _DeferredField()
     versions: Mapping[str, str]  # type: ignore[misc]  # every document that took part
-    trace: _DeferredField[tuple[TraceEntry, ...]] = _DeferredField(())
+    trace: _TraceField = _TraceField(())
     arguments: Mapping[str, Any] | None = None  # the validated arguments
     call_id: str | None = None  # the model's own call ID, to answer it in its format
     candidates: tuple[Mapping[str, Any], ...] = ()  # for ``ambiguous``: permitted fields only
@@ -173,7 +199,8 @@ class Decision:
         user_message: str | Deferred[str] | DeferredMessages,
         log: Mapping[str, Any] | Deferred[Mapping[str, Any]],
         versions: Mapping[str, str],
-        trace: tuple[TraceEntry, ...] | Deferred[tuple[TraceEntry, ...]],
+        trace: tuple[TraceEntry, ...] | tuple[RawTraceEntry, ...]
+        | Deferred[tuple[TraceEntry, ...]],
         arguments: Mapping[str, Any] | None,
         call_id: str | None,
         candidates: tuple[Mapping[str, Any], ...],

@@ -412,7 +412,7 @@ class Router:
         return _decision_of_check(
             route, error_class, contract.name if contract is not None else None,
             contract.version if contract is not None else None, rule, agent, user, log,
-            dict(decided_versions), Deferred(trace_entries, tuple(progress.trace)),
+            dict(decided_versions), tuple(progress.trace),  # its entries made when read
             arguments, call_id, candidates,
             # warn-mode verdicts travel with the decision; audit ones only in the log
             tuple(v for v in shadow if v.mode == "warn") if shadow else (),
