@@ -43,25 +43,26 @@ _parsed_call = partial(tuple.__new__, ParsedCall)
 def one_call(
     calls: list[ProposedCall], contracts: Mapping[str, Contract], limits: InputLimits
 ) -> ParsedCall:
-    if len(calls) > limits.max_calls:
+    count = len(calls)
+    if count > limits.max_calls:
         raise Rejection(
             ErrorClass.MALFORMED,
-            f"the message holds {len(calls)} calls, more than the limit of {limits.max_calls}",
+            f"the message holds {count} calls, more than the limit of {limits.max_calls}",
             extra={"bound": "max_calls"},
         )
     note = None
-    if len(calls) > 1:
+    if count > 1:
         names = ", ".join(str(c.name) for c in calls)
         if limits.multiple_calls != "first":
             raise Rejection(
                 ErrorClass.MALFORMED,
-                f"the message holds {len(calls)} calls ({names}); policy takes none",
+                f"the message holds {count} calls ({names}); policy takes none",
                 agent_message=(
-                    f"Your message proposed {len(calls)} tool calls ({names}); none was run. "
+                    f"Your message proposed {count} tool calls ({names}); none was run. "
                     "Propose exactly one call per message."
                 ),
             )
-        note = f"took the first of {len(calls)} calls ({names}); the others were not run"
+        note = f"took the first of {count} calls ({names}); the others were not run"
     call = calls[0]
     name = call.name
     if type(name) is not str and not isinstance(name, str) or not name:
@@ -78,7 +79,8 @@ def one_call(
         arguments, within = _decode_arguments(raw, limits)
         declared = contract.flat_fields
         if declared is not None and (within or _plainly_within_bounds(raw, limits)):
-            has_undeclared = declared is not FLAT_AND_OPEN and not arguments.keys() <= declared
+            # (a set's issuperset reads the dict's keys without a view of them)
+            has_undeclared = declared is not FLAT_AND_OPEN and not declared.issuperset(arguments)
         else:
             has_undeclared = _check_bounds(arguments, contract.arguments_schema, limits)
     except Rejection as rejection:
