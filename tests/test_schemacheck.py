@@ -460,3 +460,39 @@ def test_deeply_nested_subschemas_are_compiled_and_give_jsonschemas_verdicts() -
     for instance in (valid, invalid, [], {}):
         assert same(outcome(check, instance), jsonschema_outcome(schema, instance)), instance
     assert check(valid) is True and check(invalid) is False
+
+
+# The date-time format check, spelled for speed (``validators._RFC3339``: ASCII digits
+# written out, matched in full), gives the verdicts of the plain spelling it replaced:
+# ``^\d{4}-...(Z|[+-]\d{2}:\d{2})$`` and then ``datetime.fromisoformat``.
+
+def _plain_rfc3339(value: str) -> bool:
+    from datetime import datetime
+
+    if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$", value):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+_DATE_TIME_PIECES = st.sampled_from(["0", "1", "2", "9", "٣", "𝟘", "\n", "-", ":", "T", "t", "Z",
+                                     "z", "+", ".", " ", "05", "1234567", "99"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(base=st.sampled_from(["2026-12-15T09:00:00Z", "2026-01-31T23:59:59.123456+05:30",
+                             "0001-01-01T00:00:00.1-00:00", "9999-12-31T23:59:59.123456789Z"]),
+       edits=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2), _DATE_TIME_PIECES),
+                      max_size=3))
+def test_the_date_time_check_gives_the_plain_spelling_s_verdicts(
+        base: str, edits: list[tuple[int, int, str]]) -> None:
+    from callgate_rules.documents.validators import _is_rfc3339
+
+    value = base
+    for at, removed, piece in edits:  # replace a few characters anywhere, or insert some
+        at = min(at, len(value))
+        value = value[:at] + piece + value[at + removed:]
+    assert _is_rfc3339(value) == _plain_rfc3339(value), value
