@@ -119,10 +119,10 @@ class _DeferredField(Generic[T]):
 
 class _TraceField(_DeferredField[tuple[TraceEntry, ...]]):
     """The trace: a ``_DeferredField``, which may also be given the raw entries the steps
-    recorded as they are, a tuple of tuples, to become ``TraceEntry``s on first read. A
-    check hands its trace over so: a ``Deferred`` to make and free would cost more than
-    the tuple (a ``TraceEntry`` is no tuple, so a trace read already is never taken for
-    raw entries)."""
+    recorded as they are, a tuple of tuples, to become ``TraceEntry``s on first read. Every
+    check and every executed call hands its trace over so: a ``Deferred`` to make and free
+    would cost more than the tuple (a ``TraceEntry`` is no tuple, so a trace read already
+    is never taken for raw entries)."""
 
     @overload
     def __get__(self, instance: None, owner: type) -> tuple[TraceEntry, ...]: ...

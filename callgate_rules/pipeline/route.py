@@ -29,7 +29,6 @@ from callgate_rules.pipeline.decision import (
     RawTraceEntry,
     ShadowVerdict,
     TraceEntry,
-    trace_entries,
 )
 from callgate_rules.pipeline.messages import agent_message, user_message
 from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
@@ -450,7 +449,7 @@ class Router:
             "route": ending.route, "error_class": ending.error_class,
             "agent_message": agent, "user_message": user, "result": ending.result,
             "operation_id": operation, "limit_path": ending.limit_path,
-            "trace": Deferred(trace_entries, trace),
+            "trace": trace,  # its entries made when read, as a check's are
             # the check's record as it stands (read inside this one's first read, which
             # holds the lock of first reads: not through the field again)
             "log": Deferred(executed_log, counted, decision.__dict__["log"],
