@@ -12,6 +12,8 @@ between running the steps up to it and up to the one before:
     route       the decision completed with what execution did (``Router.ended``)
     record      the run told, the counters, the agent message read
     floor       the hand-written floor alone: the INSERT and the UPDATE
+    keeps       every step again, the executor marked ``keeps_deadline`` (called in the
+                calling thread, without the hand-off to a thread of its own)
 
 Prints microseconds per write (least of five runs of 1,000, in one process) and, unless
 ``--quick``, CPU instructions per write counted by ``valgrind --tool=callgrind`` (each
@@ -67,20 +69,21 @@ def postgres_url() -> str:
 
 
 def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int], None]]:
-    """``upto(step, n)``: the steps of one write up to ``step`` (0–4); ``floor(n)``."""
+    """``upto(step, n)``: the steps of one write up to ``step`` (0–4; 5 is all of them with
+    the executor marked ``keeps_deadline``); ``floor(n)``."""
     wp.prepare(target)
     import yaml
 
-    from callgate_rules import Gate, WorldResolvers, open_store
+    from callgate_rules import Gate, WorldResolvers, keeps_deadline, open_store
     from callgate_rules.pipeline.route import Run
 
     world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
-    gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
-                           resolvers=WorldResolvers(world),
-                           executors={"createFollowUp": lambda request: {"id": "F-1",
-                                                                   **request.arguments}},
-                           store=open_store(target.store_url()), clock=lambda: wp.NOW,
-                           worker="steps")
+    store = open_store(target.store_url())
+    gates = [Gate.from_paths(REPO / "contracts", REPO / "policies",
+                             resolvers=WorldResolvers(world),
+                             executors={"createFollowUp": executor}, store=store,
+                             clock=lambda: wp.NOW, worker="steps")
+             for executor in (wp.create_follow_up, keeps_deadline(wp.create_follow_up))]
     # The floor of write_path_benchmark.py: its connection opened as the store's is.
     run_tag = uuid.uuid4().hex[:8]
     floor = wp.floor_operations(target, f"steps-{run_tag}")
@@ -89,7 +92,9 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
         """``Gate.handle``'s own steps, stopping after ``step``."""
         # Unique to this process: the PostgreSQL schema outlives it, and a request ID seen
         # before would measure the earlier receipt's path, not an executed write.
-        request_id, now = f"w{step}-{run_tag}-{number}", gate.clock()
+        request_id = f"w{step}-{run_tag}-{number}"
+        gate = gates[step == 5]
+        now = gate.clock()
         run = Run(started_at=now)
         decision, progress = gate.decide_steps(wp.CALL, wp.ACTOR, now, request_id, None,
                                                None, run, None)
@@ -112,6 +117,7 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
 
     for number in range(300):  # plans compiled, caches and the executor's thread warm
         upto(4, -number - 1)
+        upto(5, -number - 1)
         floor(-number - 1)
     return upto, floor
 
@@ -147,7 +153,7 @@ def microseconds(writes: int, store: str) -> dict[str, float]:
         runs: list[tuple[str, Callable[[], None]]] = [
             ("floor", lambda: floor(next(counter)))]
         runs += [(str(step), lambda step=step: upto(step, next(counter)))  # type: ignore[misc]
-                 for step in range(5)]
+                 for step in range(6)]
         for _ in range(5):  # in turns, so that a drifting machine weighs on each alike
             for name, run in runs:
                 started = time.perf_counter()
@@ -214,7 +220,7 @@ def main() -> None:
     if not options.quick:
         base = instructions("none", 0, options.store)
         counts = {step: (instructions(step, options.writes, options.store) - base)
-                  / options.writes for step in ("floor", "0", "1", "2", "3", "4")}
+                  / options.writes for step in ("floor", "0", "1", "2", "3", "4", "5")}
     where = (f"SQLite WAL synchronous=FULL in {MEMORY or tempfile.gettempdir()}"
              if options.store == "sqlite" else "PostgreSQL (the client's instructions)")
     print(f"one executed write, {where}, {options.writes} writes per count")
@@ -230,6 +236,8 @@ def main() -> None:
           else f"{'handle':<9} {times['4']:7.1f}")
     print(f"{'floor':<9} {times['floor']:7.1f} {counts.get('floor', 0.0):13,.0f}" if counts
           else f"{'floor':<9} {times['floor']:7.1f}")
+    print(f"{'keeps':<9} {times['5']:7.1f} {counts.get('5', 0.0):13,.0f}" if counts
+          else f"{'keeps':<9} {times['5']:7.1f}")
     for name, (least, median) in hand_offs().items():
         print(f"hand-off through the {name}: {least:.1f} µs least, {median:.1f} µs median")
 

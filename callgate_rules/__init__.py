@@ -54,7 +54,12 @@ if TYPE_CHECKING:
     from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
     from callgate_rules.pipeline.asynchronous import AsyncGate
     from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
-    from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
+    from callgate_rules.pipeline.execute import (
+        ExecutionRequest,
+        Executor,
+        Finder,
+        keeps_deadline,
+    )
     from callgate_rules.pipeline.gate import Gate
     from callgate_rules.pipeline.preview import Preview, approve
     from callgate_rules.pipeline.route import Run
@@ -82,7 +87,8 @@ _EXPORTED_FROM = {
                     "callgate_rules.integrations.provenance"),
     **dict.fromkeys(("Decision", "ShadowVerdict", "TraceEntry"),
                     "callgate_rules.pipeline.decision"),
-    **dict.fromkeys(("ExecutionRequest", "Executor", "Finder"), "callgate_rules.pipeline.execute"),
+    **dict.fromkeys(("ExecutionRequest", "Executor", "Finder", "keeps_deadline"),
+                    "callgate_rules.pipeline.execute"),
     "AsyncGate": "callgate_rules.pipeline.asynchronous",
     "Gate": "callgate_rules.pipeline.gate",
     **dict.fromkeys(("Preview", "approve"), "callgate_rules.pipeline.preview"),
@@ -102,7 +108,7 @@ __all__ = [
     "TraceEntry", "Unavailable", "openai_responses_tool",
     "WorldResolvers", "anthropic_tool", "anthropic_tool_result", "load", "mcp_tool",
     "open_store", "openai_function_call_output", "openai_tool", "openai_tool_message",
-    "tool_definitions", "__version__",
+    "tool_definitions", "keeps_deadline", "__version__",
 ]
 
 

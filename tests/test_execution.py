@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules import Gate, Route, Run
+from callgate_rules import Gate, Route, Run, keeps_deadline
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Budgets, ErrorMapping
 from callgate_rules.errors import OutcomeTimeout, Unavailable
@@ -96,8 +96,16 @@ def test_operation_id_separates_its_parts() -> None:
 # Scenarios through the library ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("executors", ["in-their-thread", "keeping-their-deadline"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_shipped_scenario(scenario: Any, tmp_path: Path) -> None:
+def test_shipped_scenario(scenario: Any, executors: str, tmp_path: Path,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    if executors == "keeping-their-deadline":
+        # The simulated destination raises OutcomeTimeout itself, as an executor that keeps
+        # its deadline does: called in the gate's own thread, every scenario ends alike.
+        simulated = Simulator.executors
+        monkeypatch.setattr(Simulator, "executors", lambda simulator: {
+            tool: keeps_deadline(executor) for tool, executor in simulated(simulator).items()})
     store = SqliteStore(tmp_path / "receipts.sqlite3")
     try:
         result = run_scenario(scenario, CONFIG, store)

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callgate_rules import Gate, Route
+from callgate_rules import Gate, Route, keeps_deadline
 from callgate_rules.documents.compiler import load
-from callgate_rules.errors import Unavailable
+from callgate_rules.errors import OutcomeTimeout, Unavailable
 from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.simulator import Simulator, faults_by_tool
 from callgate_rules.harness.world import WorldResolvers
@@ -171,6 +171,76 @@ def test_a_forked_child_gets_a_hand_of_its_own() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+# An executor that keeps its own deadline -------------------------------------------------------
+
+
+def test_a_deadline_keeping_executor_runs_in_the_calling_thread() -> None:
+    assert send(keeps_deadline(runner), REQUEST, CONTRACT, 5.0) == Sent(
+        threading.current_thread())
+    SPAN.set("caller's span")
+    assert send(keeps_deadline(lambda request: SPAN.get()), REQUEST, CONTRACT, 5.0) == Sent(
+        "caller's span")
+
+
+def test_a_deadline_keeping_executors_failures_are_classified_as_any_executors() -> None:
+    def unavailable(request: ExecutionRequest) -> Any:
+        raise Unavailable("down for maintenance")
+
+    def gave_up(request: ExecutionRequest) -> Any:
+        raise OutcomeTimeout("no answer from the CRM by the deadline")
+
+    def timed_out(request: ExecutionRequest) -> Any:
+        raise TimeoutError
+
+    for failing in (unavailable, gave_up, timed_out):
+        assert send(keeps_deadline(failing), REQUEST, CONTRACT, 5.0) == send(
+            failing, REQUEST, CONTRACT, 5.0)
+    with pytest.raises(KeyboardInterrupt):
+        send(keeps_deadline(interrupt), REQUEST, CONTRACT, 5.0)
+
+
+def interrupt(request: ExecutionRequest) -> Any:
+    raise KeyboardInterrupt
+
+
+def test_a_deadline_keeping_executor_that_overruns_is_waited_for() -> None:
+    """The mark is the host's word that the executor keeps the deadline: nothing else stops
+    it, and its answer, however late, is the answer (no outcome is made unknown)."""
+    def late(request: ExecutionRequest) -> str:
+        time.sleep(0.05)
+        return "answered"
+
+    started = time.monotonic()
+    assert send(keeps_deadline(late), REQUEST, CONTRACT, 0.001) == Sent("answered")
+    assert time.monotonic() - started >= 0.05
+
+
+def test_keeps_deadline_marks_once_and_only_callables() -> None:
+    marked = keeps_deadline(runner)
+    assert keeps_deadline(marked) is marked and marked.__wrapped__ is runner
+    assert repr(marked) == f"keeps_deadline({runner!r})"
+    with pytest.raises(TypeError, match="keeps_deadline takes an executor"):
+        keeps_deadline("createFollowUp")  # type: ignore[arg-type]
+
+
+def test_a_gate_with_deadline_keeping_executors_decides_as_with_threaded_ones(
+        reference_world: dict[str, Any], dana: dict[str, Any]) -> None:
+    for faults in ({}, {"createFollowUp": {"timeout_after_applying": 1,
+                                           "fail_before_sending": 1}}):
+        seen = []
+        for gate in (make_gate(reference_world, faults),
+                     make_gate(reference_world, faults, keeping_deadlines=True)):
+            decisions = [gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
+                         for _ in range(2)]  # executed (or reconciled), then the receipt
+            seen.append([(decision.route, decision.result, decision.operation_id,
+                          decision.agent_message, [str(entry)
+                                                   for entry in decision.trace])
+                         for decision in decisions])
+        assert seen[0] == seen[1]
+        assert [decision[0] for decision in seen[0]] == [Route.RETURN_RESULT,
+                                                          Route.RETURN_RECEIPT]
+
+
 # Operation keys --------------------------------------------------------------------------------
 
 json_values = st.recursive(
@@ -203,10 +273,14 @@ def test_operation_keys_are_the_documented_digests(request_id: str, tool: str,
 # The executed call's log record ------------------------------------------------------------------
 
 
-def make_gate(world: dict[str, Any], faults: dict[str, Any] | None = None) -> Gate:
+def make_gate(world: dict[str, Any], faults: dict[str, Any] | None = None, *,
+              keeping_deadlines: bool = False) -> Gate:
     simulator = Simulator(world, faults_by_tool(faults or {}))
     clock = FakeClock(datetime(2026, 11, 29, 12, tzinfo=UTC))
-    return Gate(CONFIG, resolvers=WorldResolvers(world), executors=simulator.executors(),
+    executors = simulator.executors()
+    if keeping_deadlines:
+        executors = {tool: keeps_deadline(executor) for tool, executor in executors.items()}
+    return Gate(CONFIG, resolvers=WorldResolvers(world), executors=executors,
                 finder=simulator.find, store=MemoryStore(), clock=clock, sleep=clock.sleep,
                 rng=random.Random(7), secret=b"test-secret")
 

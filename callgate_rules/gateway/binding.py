@@ -38,7 +38,7 @@ import mcp_types as types
 from callgate_rules.documents.model import Contract, GateConfig, Idempotency
 from callgate_rules.gateway.upstream import Upstream, UpstreamError, dump
 from callgate_rules.integrations.formats import mcp_tool
-from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder
+from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder, keeps_deadline
 from callgate_rules.pipeline.validate import Resolver
 
 OPERATION_ID_META = "callgate/operation_id"
@@ -72,6 +72,9 @@ def _remaining(deadline: datetime) -> float:
 
 
 def _executor(upstream: Upstream) -> Executor:
+    # The upstream call gives up at the deadline itself (``Upstream.call_blocking``), so the
+    # gate calls it in its own thread, without a second thread to wait on.
+    @keeps_deadline
     def execute(request: ExecutionRequest) -> Any:
         meta = {OPERATION_ID_META: request.operation_id} if request.operation_id else None
         result = upstream.call_blocking(request.tool, request.arguments, meta,

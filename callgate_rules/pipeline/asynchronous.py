@@ -31,6 +31,7 @@ from typing import Any, ParamSpec, TypeVar
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.execute import DeadlineKeeping, keeps_deadline
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.preview import Preview, approve
 from callgate_rules.pipeline.route import Run
@@ -76,6 +77,8 @@ def bridged(function: Callable[..., Any]) -> Callable[..., Any]:
     awaitable awaited on the caller's event loop."""
     if getattr(function, "__callgate_bridged__", False):
         return function
+    if isinstance(function, DeadlineKeeping):  # still called in the pipeline's own thread
+        return keeps_deadline(bridged(function.function))
 
     def call(*arguments: Any) -> Any:
         result = function(*arguments)

@@ -5,6 +5,13 @@ the ID and a deadline to it, enforces the contract's timeout, and classifies wha
 executor raises. The one distinction that matters most is *when* it failed: before sending
 (nothing happened, a retry is safe) or after sending (the outcome is unknown, only
 reconciliation may decide).
+
+The timeout is enforced by calling the executor in a thread of its own (``_Hand``) and
+waiting for it at most that long. An executor that keeps the deadline itself (an HTTP
+client given the time left, an upstream call that gives up in time) is marked with
+``keeps_deadline`` and called in the calling thread instead: waking another thread and
+waking the caller again costs more than the rest of the write on a machine whose idle
+processors sleep (``README.md``, Benchmarks).
 """
 
 from __future__ import annotations
@@ -57,6 +64,36 @@ class Failed:
 
 
 Outcome = Sent | Failed
+
+
+class DeadlineKeeping:
+    """An executor that answers (or raises) by its request's ``deadline`` on its own, so the
+    gate calls it in the calling thread (``keeps_deadline``)."""
+
+    __slots__ = ("function", "__wrapped__")
+
+    def __init__(self, function: Callable[[ExecutionRequest], Any]) -> None:
+        self.function = self.__wrapped__ = function
+
+    def __call__(self, request: ExecutionRequest) -> Any:
+        return self.function(request)
+
+    def __repr__(self) -> str:
+        return f"keeps_deadline({self.function!r})"
+
+
+def keeps_deadline(executor: Callable[[ExecutionRequest], Any]) -> DeadlineKeeping:
+    """Mark ``executor`` as keeping ``request.deadline`` itself: the gate then calls it in
+    the calling thread, not in the thread that lets ``handle`` return at the contract's
+    timeout while an executor hangs. Its answer is taken whenever it comes, so an executor
+    that overruns holds ``handle`` up for as long; raise ``OutcomeTimeout`` when the
+    deadline passed after sending (``request.deadline`` is the gate clock's instant)."""
+    if isinstance(executor, DeadlineKeeping):
+        return executor
+    if not callable(executor):
+        raise TypeError(f"keeps_deadline takes an executor, a callable; got {executor!r}")
+    return DeadlineKeeping(executor)
+
 
 class _Hand:
     """One long-lived thread that runs a calling thread's executors, so that the caller can
@@ -185,9 +222,12 @@ def _hand() -> _Hand:
 
 def send(executor: Executor, request: ExecutionRequest, contract: Contract,
          timeout: float) -> Outcome:
-    """Call the executor with a timeout. A timeout is an unknown outcome: the call may still
-    complete at the destination, which is exactly what reconciliation is for."""
+    """Call the executor with a timeout (in the calling thread when it keeps the deadline
+    itself). A timeout is an unknown outcome: the call may still complete at the
+    destination, which is exactly what reconciliation is for."""
     try:
+        if isinstance(executor, DeadlineKeeping):
+            return Sent(executor.function(request))
         return Sent(_hand().run(executor, request, max(timeout, 0.0)))
     except TimeoutError:  # as before the hand: an executor's own TimeoutError counts too
         return Failed(ErrorClass.UNKNOWN_OUTCOME,

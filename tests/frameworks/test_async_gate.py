@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from callgate_rules import Gate, Run
+from callgate_rules import Gate, Run, keeps_deadline
 from callgate_rules.harness.scenarios import FakeClock, Scenario, compare, load_scenarios
 from callgate_rules.harness.simulator import Simulator
 from callgate_rules.harness.world import WorldResolvers
@@ -205,6 +205,48 @@ def test_async_executor_runs_on_the_callers_loop_and_writes_once(tmp_path: Path)
     routes = sorted(str(d.route) for d in (first, again))
     assert simulator.write_count() == 1
     assert str(Route.RETURN_RESULT) in routes
+
+
+def test_deadline_keeping_executors_are_called_from_the_pipelines_own_thread(
+        tmp_path: Path) -> None:
+    """Marked with ``keeps_deadline``, a plain executor runs in the pipeline's worker thread
+    and an async one is awaited on the caller's loop from there: no thread of their own."""
+    from callgate_rules.harness.scenarios import DEFAULT_NOW
+    from callgate_rules.pipeline.execute import DeadlineKeeping
+    simulator = Simulator(WORLD)
+    ran_in: list[str] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    @keeps_deadline
+    def create(request: ExecutionRequest) -> Any:
+        ran_in.append(threading.current_thread().name)
+        return simulator.executors()["createFollowUp"](request)
+
+    @keeps_deadline
+    async def status(request: ExecutionRequest) -> Any:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0.001)
+        return simulator.executors()["getTicketStatus"](request)
+
+    async def main() -> tuple[Any, Any, AsyncGate]:
+        store = SqliteStore(tmp_path / "r.sqlite3")
+        clock = FakeClock(DEFAULT_NOW)
+        gate = AsyncGate(CONFIG, resolvers=WorldResolvers(WORLD),
+                         executors={"createFollowUp": create, "getTicketStatus": status},
+                         store=store, clock=clock, sleep=clock.sleep)
+        written = await gate.ahandle(_follow_up(), actor=DANA, request_id="turn-1")
+        read = await gate.ahandle({"name": "getTicketStatus",
+                                   "arguments": {"ticketId": "T-1001"}},
+                                  actor=DANA, request_id="turn-2")
+        assert loops == [asyncio.get_running_loop()]
+        store.close()
+        return written, read, gate
+
+    written, read, gate = asyncio.run(main())
+    assert written.route == read.route == Route.RETURN_RESULT
+    assert simulator.write_count() == 1
+    assert len(ran_in) == 1 and ran_in[0].startswith("callgate-async")
+    assert isinstance(gate.gate.executors["getTicketStatus"], DeadlineKeeping)
 
 
 def test_an_async_executor_that_raises_is_classified_as_a_plain_one(tmp_path: Path) -> None:
