@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from callgate_rules.pipeline.asynchronous import AsyncGate
     from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
     from callgate_rules.pipeline.execute import (
+        DeadlineKeeping,
         ExecutionRequest,
         Executor,
         Finder,
@@ -87,7 +88,8 @@ _EXPORTED_FROM = {
                     "callgate_rules.integrations.provenance"),
     **dict.fromkeys(("Decision", "ShadowVerdict", "TraceEntry"),
                     "callgate_rules.pipeline.decision"),
-    **dict.fromkeys(("ExecutionRequest", "Executor", "Finder", "keeps_deadline"),
+    **dict.fromkeys(("DeadlineKeeping", "ExecutionRequest", "Executor", "Finder",
+                     "keeps_deadline"),
                     "callgate_rules.pipeline.execute"),
     "AsyncGate": "callgate_rules.pipeline.asynchronous",
     "Gate": "callgate_rules.pipeline.gate",
@@ -108,7 +110,7 @@ __all__ = [
     "TraceEntry", "Unavailable", "openai_responses_tool",
     "WorldResolvers", "anthropic_tool", "anthropic_tool_result", "load", "mcp_tool",
     "open_store", "openai_function_call_output", "openai_tool", "openai_tool_message",
-    "tool_definitions", "keeps_deadline", "__version__",
+    "tool_definitions", "DeadlineKeeping", "keeps_deadline", "__version__",
 ]
 
 

@@ -138,8 +138,12 @@ SPAN: contextvars.ContextVar[str] = contextvars.ContextVar("span", default="none
 
 
 def test_the_executor_runs_in_the_callers_context() -> None:
-    SPAN.set("caller's span")
-    assert send(lambda request: SPAN.get(), REQUEST, CONTRACT, 5.0) == Sent("caller's span")
+    token = SPAN.set("caller's span")
+    try:
+        assert send(lambda request: SPAN.get(), REQUEST, CONTRACT, 5.0) == Sent(
+            "caller's span")
+    finally:
+        SPAN.reset(token)
 
 
 def test_each_calling_thread_has_its_own_hand() -> None:
@@ -177,9 +181,22 @@ def test_a_forked_child_gets_a_hand_of_its_own() -> None:
 def test_a_deadline_keeping_executor_runs_in_the_calling_thread() -> None:
     assert send(keeps_deadline(runner), REQUEST, CONTRACT, 5.0) == Sent(
         threading.current_thread())
-    SPAN.set("caller's span")
-    assert send(keeps_deadline(lambda request: SPAN.get()), REQUEST, CONTRACT, 5.0) == Sent(
-        "caller's span")
+
+
+def test_either_executor_runs_in_a_copy_of_the_callers_context() -> None:
+    """It reads the caller's context variables; what it sets stays its own, both ways."""
+    def reads_and_sets(request: ExecutionRequest) -> str:
+        seen = SPAN.get()
+        SPAN.set("the executor's span")
+        return seen
+
+    token = SPAN.set("caller's span")
+    try:
+        for executor in (reads_and_sets, keeps_deadline(reads_and_sets)):
+            assert send(executor, REQUEST, CONTRACT, 5.0) == Sent("caller's span")
+            assert SPAN.get() == "caller's span"
+    finally:
+        SPAN.reset(token)
 
 
 def test_a_deadline_keeping_executors_failures_are_classified_as_any_executors() -> None:
@@ -215,9 +232,25 @@ def test_a_deadline_keeping_executor_that_overruns_is_waited_for() -> None:
     assert time.monotonic() - started >= 0.05
 
 
+def test_a_marked_method_is_its_objects_method_still_marked() -> None:
+    class Crm:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        @keeps_deadline
+        def create(self, request: ExecutionRequest) -> str:
+            self.sent.append(request.operation_id)
+            return threading.current_thread().name
+
+    crm = Crm()
+    assert send(crm.create, REQUEST, CONTRACT, 5.0) == Sent(threading.current_thread().name)
+    assert crm.sent == ["op_1"]
+
+
 def test_keeps_deadline_marks_once_and_only_callables() -> None:
     marked = keeps_deadline(runner)
     assert keeps_deadline(marked) is marked and marked.__wrapped__ is runner
+    assert (marked.__name__, marked.__doc__) == ("runner", runner.__doc__)
     assert repr(marked) == f"keeps_deadline({runner!r})"
     with pytest.raises(TypeError, match="keeps_deadline takes an executor"):
         keeps_deadline("createFollowUp")  # type: ignore[arg-type]

@@ -10,14 +10,15 @@ The timeout is enforced by calling the executor in a thread of its own (``_Hand`
 waiting for it at most that long. An executor that keeps the deadline itself (an HTTP
 client given the time left, an upstream call that gives up in time) is marked with
 ``keeps_deadline`` and called in the calling thread instead: waking another thread and
-waking the caller again costs more than the rest of the write on a machine whose idle
-processors sleep (``README.md``, Benchmarks).
+waking the caller again can cost as much as all the rest of the gate's own work for a
+write, on a machine whose idle processors sleep (``README.md``, Benchmarks).
 """
 
 from __future__ import annotations
 
 import _thread
 import contextvars
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -68,26 +69,39 @@ Outcome = Sent | Failed
 
 class DeadlineKeeping:
     """An executor that answers (or raises) by its request's ``deadline`` on its own, so the
-    gate calls it in the calling thread (``keeps_deadline``)."""
+    gate calls it in the calling thread (``keeps_deadline``). It reads as the function it
+    marks (``__name__``, ``__doc__``, ``__wrapped__``), and a marked method read from its
+    object is that object's method, still marked."""
 
-    __slots__ = ("function", "__wrapped__")
+    __wrapped__: Callable[..., Any]
+    __name__: str
 
-    def __init__(self, function: Callable[[ExecutionRequest], Any]) -> None:
-        self.function = self.__wrapped__ = function
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
 
     def __call__(self, request: ExecutionRequest) -> Any:
         return self.function(request)
+
+    def __get__(self, instance: object, owner: type | None = None) -> DeadlineKeeping:
+        # As Python binds a class attribute: through its type's ``__get__``, if it has one
+        # (a function does; a callable object does not).
+        bind = getattr(type(self.function), "__get__", None)
+        if instance is None or bind is None:
+            return self
+        return DeadlineKeeping(bind(self.function, instance, owner))
 
     def __repr__(self) -> str:
         return f"keeps_deadline({self.function!r})"
 
 
-def keeps_deadline(executor: Callable[[ExecutionRequest], Any]) -> DeadlineKeeping:
+def keeps_deadline(executor: Callable[..., Any]) -> DeadlineKeeping:
     """Mark ``executor`` as keeping ``request.deadline`` itself: the gate then calls it in
     the calling thread, not in the thread that lets ``handle`` return at the contract's
     timeout while an executor hangs. Its answer is taken whenever it comes, so an executor
     that overruns holds ``handle`` up for as long; raise ``OutcomeTimeout`` when the
-    deadline passed after sending (``request.deadline`` is the gate clock's instant)."""
+    deadline passed after sending (``request.deadline`` is the gate clock's instant). Mark
+    last: a decorator applied over the mark hides it."""
     if isinstance(executor, DeadlineKeeping):
         return executor
     if not callable(executor):
@@ -226,8 +240,8 @@ def send(executor: Executor, request: ExecutionRequest, contract: Contract,
     itself). A timeout is an unknown outcome: the call may still complete at the
     destination, which is exactly what reconciliation is for."""
     try:
-        if isinstance(executor, DeadlineKeeping):
-            return Sent(executor.function(request))
+        if isinstance(executor, DeadlineKeeping):  # in a copy of the context, as a hand
+            return Sent(contextvars.copy_context().run(executor.function, request))
         return Sent(_hand().run(executor, request, max(timeout, 0.0)))
     except TimeoutError:  # as before the hand: an executor's own TimeoutError counts too
         return Failed(ErrorClass.UNKNOWN_OUTCOME,
