@@ -73,7 +73,7 @@ def _remaining(deadline: datetime) -> float:
 
 def _executor(upstream: Upstream) -> Executor:
     # The upstream call gives up at the deadline itself (``Upstream.call_blocking``), so the
-    # gate calls it in its own thread, without a second thread to wait on.
+    # gate calls it in the calling thread, with no second thread to wait on.
     @keeps_deadline
     def execute(request: ExecutionRequest) -> Any:
         meta = {OPERATION_ID_META: request.operation_id} if request.operation_id else None
