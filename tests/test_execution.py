@@ -102,7 +102,7 @@ def test_shipped_scenario(scenario: Any, executors: str, tmp_path: Path,
                           monkeypatch: pytest.MonkeyPatch) -> None:
     if executors == "keeping-their-deadline":
         # The simulated destination raises OutcomeTimeout itself, as an executor that keeps
-        # its deadline does: called in the gate's own thread, every scenario ends alike.
+        # its deadline does: called in the calling thread, every scenario ends alike.
         simulated = Simulator.executors
         monkeypatch.setattr(Simulator, "executors", lambda simulator: {
             tool: keeps_deadline(executor) for tool, executor in simulated(simulator).items()})
