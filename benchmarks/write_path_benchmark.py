@@ -34,6 +34,7 @@ per cell at 1 and 4 workers: a smoke check, not a measurement.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -143,11 +144,9 @@ def gate_operations(target: Target, worker: str,
     return operation
 
 
-def keeping_operations(target: Target, worker: str) -> Callable[[int], None]:
-    return gate_operations(target, worker, keeping_deadline=True)
-
-
-KINDS = {"floor": floor_operations, "gate": gate_operations, "keeping": keeping_operations}
+KINDS: dict[str, Callable[[Target, str], Callable[[int], None]]] = {
+    "floor": floor_operations, "gate": gate_operations,
+    "keeping": functools.partial(gate_operations, keeping_deadline=True)}
 
 
 def run_worker(kind: str, target: Target, worker: str, seconds: float, ready: Barrier,
