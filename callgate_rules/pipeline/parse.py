@@ -99,6 +99,10 @@ def one_call(
     return _parsed_call((contract, arguments, call.call_id, call.format, note))
 
 
+# ``json.dumps`` with an option makes an encoder per call; one made once writes the same.
+_AS_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _decode_arguments(raw: Any, limits: InputLimits) -> tuple[dict[str, Any], bool]:
     """The arguments as an object, and whether they are known to be within every bound:
     read from a text as an object of plain values (``read_flat_object``), which is within
@@ -120,7 +124,7 @@ def _decode_arguments(raw: Any, limits: InputLimits) -> tuple[dict[str, Any], bo
         # An object arrives already decoded (Anthropic input, a parsed message): measure it
         # as the JSON it would be, so both spellings of one call meet the same bound.
         try:
-            size = len(json.dumps(raw, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            size = len(_AS_JSON(raw).encode("utf-8", "surrogatepass"))
         except (TypeError, ValueError, RecursionError):
             raise Rejection(ErrorClass.MALFORMED, "arguments are not JSON values") from None
     if size > limits.max_bytes:

@@ -402,19 +402,23 @@ _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
 def as_jsonb_gives_back(text: str) -> Any:
     """A JSON text as a jsonb column gives its values back once stored: a number written
     with an exponent comes back in plain notation (``1e+23`` as
-    ``100000000000000000000000``, an integer once read). (Keys may come back in another
+    ``100000000000000000000000``, an integer once read), and a negative zero as zero
+    (numeric has no sign for it: ``-0.0`` as ``0.0``). (Keys may come back in another
     order: jsonb orders them by length; a dict's order decides no comparison.)"""
-    if _EXPONENT.search(text) is None:  # nearly always: nothing to respell
+    if _RESPELLED.search(text) is None:  # nearly always: nothing to respell
         return read_stored_json(text)
     return json.loads(text, parse_float=_jsonb_number)
 
 
-_EXPONENT = re.compile(r"[0-9][eE][-+]?[0-9]")  # may match inside a string: then read slowly
+# An exponent, or what may be a negative zero (``-0.5`` too); either may match inside a
+# string, which is then read the slow way, to the same values.
+_RESPELLED = re.compile(r"[0-9][eE][-+]?[0-9]|-0\.")
 
 
 def _jsonb_number(literal: str) -> int | float:
     plain = format(Decimal(literal), "f")  # numeric's text: every digit, no exponent
-    return float(plain) if "." in plain else int(plain)
+    # + 0.0 turns a negative zero into zero and leaves every other float as it is
+    return float(plain) + 0.0 if "." in plain else int(plain)
 
 
 class Lent:

@@ -33,22 +33,23 @@ class Rows:
                  written_json: Callable[[str], Any]) -> None:
         self.time, self.json_value, self.written_json = time, json_value, written_json
 
-    def finished(self, held: Receipt, parameters: Mapping[str, Any], row: Row) -> Receipt:
-        """The receipt ``finish`` wrote over the claim ``held``, as a read of its row gives
-        it: the claim's columns (only a holder's statements change them, and the lease's
-        fence matched), the finish's own, and the attempts and result the row holds."""
-        result = row["result"]
+    def finished(self, held: Receipt, parameters: Mapping[str, Any]) -> Receipt:
+        """The receipt ``finish_held`` wrote over the claim ``held``, as a read of its row
+        gives it: the claim's columns (only a holder's statements change them, and the fence
+        of lease and attempt matched) and the finish's own (its result as the database keeps
+        it: PostgreSQL's jsonb writes 4.6e+16 as 46000000000000000)."""
+        result = parameters["result"]
         return _receipt({  # not dataclasses.replace, which reads every field by name first
             "operation_id": held.operation_id, "state": ReceiptState(parameters["state"]),
             "request_id": held.request_id, "tool": held.tool,
             "contract_version": held.contract_version, "args_hash": held.args_hash,
             "arguments": held.arguments, "actor": held.actor, "created_at": held.created_at,
             "updated_at": self.time(parameters["now"]),
-            "result": None if result is None else self.json_value(result),
+            "result": None if result is None else self.written_json(result),
             "error_class": parameters["error_class"], "detail": parameters["detail"],
             "confirmed_by": held.confirmed_by, "confirmed_at": held.confirmed_at,
             "confirmation_expires_at": held.confirmation_expires_at,
-            "lease_owner": None, "lease_expires_at": None, "attempts": row["attempts"]})
+            "lease_owner": None, "lease_expires_at": None, "attempts": held.attempts})
 
     def is_finish_of(self, receipt: Receipt, parameters: Mapping[str, Any],
                      held: Receipt | None) -> bool:

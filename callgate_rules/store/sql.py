@@ -144,18 +144,25 @@ class SqlReceiptStore(ABC):
             "error_class": error_class, "detail": detail, "now": stored_now,
         }
         held = self._held.pop(operation_id, None)
+        if held is not None and held.lease_owner == worker:
+            # The common case, the claim this store object made: one statement fenced by the
+            # lease and the claim's attempt, its row count all that comes back. It may be
+            # sent twice (``_sent``): a second matches nothing when the first landed, and the
+            # row then shows it did.
+            sent = self._sent(self._sql.finish_held, {**parameters, "attempts": held.attempts})
+            if sent.written == 1:
+                return self._rows.finished(held, parameters)
+            landed = self.get(operation_id) if sent.again else None
+            if landed is not None and self._rows.is_finish_of(landed, parameters, held):
+                return landed
+            # Not at that attempt: the claim was taken over since; finish as any finish does.
         if not self._sql.returns_rows:
             finished = self._write_one(self._sql.finish, parameters)
             if finished is None:
                 raise LeaseLost(lease_lost_message(operation_id, worker))
             return self._rows.receipt(finished)
-        # One statement, fenced by the lease, so it may be sent twice (``_sent``): a second
-        # matches nothing when the first landed, and the row then shows it did.
-        counted = (self._sql.finish_counted
-                   if held is not None and held.lease_owner == worker else None)
-        sent = self._sent(counted or self._sql.finish.statement, parameters)
-        if sent.rows and held is not None and counted is not None:
-            return self._rows.finished(held, parameters, sent.rows[0])
+        # One statement, fenced by the lease, so it may be sent twice, as above.
+        sent = self._sent(self._sql.finish.statement, parameters)
         if sent.rows:
             return self._rows.receipt(sent.rows[0])
         landed = self.get(operation_id) if sent.again else None

@@ -214,11 +214,11 @@ class Statements:
         self.take_over = receipt_write(TAKE_OVER)
         self.renew = receipt_write(RENEW)
         self.finish = receipt_write(FINISH)
-        # A finish whose claim this store object made needs only two columns back: the rest
-        # of the receipt is the claim's and the finish's own parameters (the result as the
-        # database keeps it: PostgreSQL's jsonb writes 4.6e+16 as 46000000000000000).
-        self.finish_counted = (render(FINISH + " RETURNING attempts, result", dialect)
-                               if dialect.returning else None)
+        # A finish of the claim this store object made, at the attempt it made it (a take-over
+        # since, by a worker of any name, counts one more and misses this fence): the receipt
+        # is the claim's and the finish's own parameters, so the row count is all that comes
+        # back, on every dialect.
+        self.finish_held = render(FINISH + " AND attempts = {attempts}", dialect)
         self.insert_held = receipt_write(INSERT_HELD)
         self.claim_confirmed = receipt_write(CLAIM_CONFIRMED)
         self.insert_review = review_write(INSERT_REVIEW)

@@ -1,9 +1,10 @@
 """The write path's cost in statements: what a new claim and a finish send to the database.
 
-An executed write is one claim and one finish. Each is one statement committed on its own
-(a new operation ID needs nothing read back; a finish returns its row), so the store makes
-the two durable commits the guarantees need and nothing more. The receipt a fast claim
-returns is the one a read of the row gives back.
+An executed write is one claim and one finish. Each is one statement committed on its own,
+and neither reads anything back (a new operation ID needs only its row count; so does the
+finish of the store's own claim, fenced by its lease and its attempt), so the store makes
+the two durable commits the guarantees need and nothing more. The receipts they return are
+the ones a read of the row gives back.
 """
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.store import ClaimOutcome, ReceiptState, ReceiptStore, SqliteStore
+from callgate_rules.store import (
+    ClaimOutcome,
+    PostgresStore,
+    ReceiptState,
+    ReceiptStore,
+    SqliteStore,
+)
 from callgate_rules.store.base import Receipt, canonical_json, read_stored_json
 from callgate_rules.store.sqlite import RETURNING_SQLITE, _text
+from tests.store.conftest import empty_postgres_tables
 from tests.store.test_store_contract import LEASE, T0, operation
 
 pytestmark = pytest.mark.skipif(sqlite3.sqlite_version_info < RETURNING_SQLITE,
@@ -59,6 +67,7 @@ def test_a_finish_is_one_statement(traced: tuple[SqliteStore, list[str]]) -> Non
                         result={"refund_id": "R-1"})
 
     assert len(statements) == 1 and statements[0].startswith("UPDATE callgate_receipts")
+    assert "RETURNING" not in statements[0]  # its row count says it all
     assert done == store.get("op-done")
     assert (done.state, done.result, done.lease_owner) == (
         ReceiptState.SUCCEEDED, {"refund_id": "R-1"}, None)
@@ -145,6 +154,61 @@ def test_a_claim_and_a_finish_return_what_a_read_of_the_row_gives(
                         else "transient", detail=detail)
 
     assert_read_alike(done, store.get(operation_id))
+
+
+@pytest.mark.parametrize("value", [-0.0, [-0.0, 1e16, -0.5, "-0.0"], {"a": {"b": -0.0}}],
+                         ids=["negative zero", "in a list", "in an object"])
+def test_numbers_a_database_respells_are_returned_as_it_gives_them_back(
+    store: ReceiptStore, value: Any,
+) -> None:
+    """jsonb keeps no negative zero and no exponent (``-0.0`` comes back ``0.0``, ``1e16`` as
+    ``10000000000000000``): the receipts a claim and a finish build say what a read says."""
+    claimed = store.claim(operation("op-respelled", arguments={"x": value}), worker="w1",
+                          lease=LEASE, now=T0)
+    assert_read_alike(claimed.receipt, store.get("op-respelled"))
+    done = store.finish("op-respelled", worker="w1", state=ReceiptState.SUCCEEDED, now=T0,
+                        result=value)
+    assert_read_alike(done, store.get("op-respelled"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def two_stores(request: pytest.FixtureRequest,
+               tmp_path: Path) -> Iterator[tuple[ReceiptStore, ReceiptStore]]:
+    """Two store objects on one database, as two processes open it."""
+    def opened() -> ReceiptStore:
+        if request.param == "sqlite":
+            return SqliteStore(tmp_path / "receipts.db")
+        return PostgresStore(request.getfixturevalue("postgres_url"),
+                             schema=request.getfixturevalue("postgres_schema"))
+
+    if request.param == "postgres":
+        empty_postgres_tables(request.getfixturevalue("postgres_admin"),
+                              request.getfixturevalue("postgres_schema"))
+    first, second = opened(), opened()
+    yield first, second
+    first.close()
+    second.close()
+
+
+def test_a_finish_after_a_take_over_by_a_worker_of_the_same_name_reads_its_row(
+    two_stores: tuple[ReceiptStore, ReceiptStore],
+) -> None:
+    """Two store objects whose workers share a name (two gates in two processes configured
+    alike): the second takes the lapsed lease over, so the row is at attempt 2 while the
+    first still holds its claim of attempt 1. The first's finish misses the attempt's fence
+    and finishes as any finish does, returning the row as it is, never a receipt built
+    from its stale claim."""
+    store, other = two_stores
+    first = store.claim(operation("op-same-name"), worker="w1", lease=LEASE, now=T0)
+    again = other.claim(operation("op-same-name"), worker="w1", lease=LEASE,
+                        now=T0 + 2 * LEASE)
+    assert (first.receipt.attempts, again.outcome, again.receipt.attempts) == (
+        1, ClaimOutcome.RECONCILE, 2)
+    done = store.finish("op-same-name", worker="w1", state=ReceiptState.SUCCEEDED,
+                        now=T0 + 2 * LEASE, result={"id": 1})
+
+    assert_read_alike(done, store.get("op-same-name"))
+    assert (done.attempts, done.state, done.lease_owner) == (2, ReceiptState.SUCCEEDED, None)
 
 
 def assert_read_alike(built: Any, read: Any) -> None:
