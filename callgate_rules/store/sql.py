@@ -155,7 +155,9 @@ class SqlReceiptStore(ABC):
             landed = self.get(operation_id) if sent.again else None
             if landed is not None and self._rows.is_finish_of(landed, parameters, held):
                 return landed
-            # Not at that attempt: the claim was taken over since; finish as any finish does.
+            # Not at that attempt: the claim was taken over since, so ``held`` no longer says
+            # which attempt the row is at; finish as any finish does.
+            held = None
         if not self._sql.returns_rows:
             finished = self._write_one(self._sql.finish, parameters)
             if finished is None:

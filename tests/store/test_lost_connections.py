@@ -150,6 +150,38 @@ def test_a_finish_whose_request_was_lost_is_written_on_a_fresh_connection(
                                                           "503")
 
 
+def test_a_finish_after_a_same_name_take_over_whose_reply_was_lost_returns_its_row(
+    proxied: tuple[PostgresStore, LosingProxy], postgres_url: str, postgres_schema: str,
+) -> None:
+    """The finish of a claim another store object took over under the same worker name
+    misses the attempt's fence and finishes as any finish does; when that finish lands and
+    its reply is lost, the row read back is its own, at the take-over's attempt."""
+    store, proxy = proxied
+    operation_id = f"lost-same-name-{uuid.uuid4().hex[:8]}"
+    store.claim(operation(operation_id), worker="w1", lease=LEASE, now=T0)
+    other = PostgresStore(postgres_url, schema=postgres_schema)
+    try:
+        taken = other.claim(operation(operation_id), worker="w1", lease=LEASE,
+                            now=T0 + 2 * LEASE)
+    finally:
+        other.close()
+    assert (taken.outcome, taken.receipt.attempts) == (ClaimOutcome.RECONCILE, 2)
+    general, send = store._sql.finish.statement, store._send
+
+    def losing_the_general_finish_reply(query: Any, parameters: Any, *, again: bool) -> Any:
+        if query is general and not again:
+            proxy.lose("reply")  # the general finish commits; its answer never arrives
+        return send(query, parameters, again=again)
+
+    store._send = losing_the_general_finish_reply  # type: ignore[method-assign]
+    done = store.finish(operation_id, worker="w1", state=ReceiptState.SUCCEEDED,
+                        now=T0 + 3 * LEASE, result={"by": "w1"})
+
+    assert done == store.get(operation_id)
+    assert (done.state, done.result, done.attempts, done.lease_owner) == (
+        ReceiptState.SUCCEEDED, {"by": "w1"}, 2, None)
+
+
 def test_a_finish_sent_again_never_overwrites_another_holder(
     proxied: tuple[PostgresStore, LosingProxy],
 ) -> None:
