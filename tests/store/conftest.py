@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from callgate_rules.store import MemoryStore, PostgresStore, ReceiptStore, SqliteStore
+from callgate_rules.store.sqlite import SQLITE
+from callgate_rules.store.statements import Statements
 
 POSTGRES_URL_VARIABLE = "CALLGATE_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
@@ -83,13 +85,22 @@ def empty_postgres_tables(admin: Any, schema: str) -> None:
         )
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+class SqliteStoreWithoutReturning(SqliteStore):
+    """The SQLite store as it runs on SQLite older than 3.35.5, which has no ``RETURNING``:
+    a written row is read back by its key in the same transaction."""
+
+    _sql = Statements(SQLITE)
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlite without RETURNING", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReceiptStore]:
     opened: ReceiptStore
     if request.param == "memory":
         opened = MemoryStore()
     elif request.param == "sqlite":
         opened = SqliteStore(tmp_path / "receipts.db")
+    elif request.param == "sqlite without RETURNING":
+        opened = SqliteStoreWithoutReturning(tmp_path / "receipts.db")
     else:
         url = request.getfixturevalue("postgres_url")
         schema = request.getfixturevalue("postgres_schema")
