@@ -120,20 +120,25 @@ def create_follow_up(request: Any) -> dict[str, Any]:
     return {"id": "F-1", **request.arguments}
 
 
-def gate_operations(target: Target, worker: str,
-                    keeping_deadline: bool = False) -> Callable[[int], None]:
+def reference_gate(**bindings: Any) -> Any:
+    """The shipped contracts and policies over the example world, at ``NOW``."""
     import yaml
 
-    from callgate_rules import Gate, WorldResolvers, keeps_deadline, open_store
-    from callgate_rules.taxonomy import Route
+    from callgate_rules import Gate, WorldResolvers
 
     world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
+    return Gate.from_paths(REPO / "contracts", REPO / "policies",
+                           resolvers=WorldResolvers(world), clock=lambda: NOW, **bindings)
+
+
+def gate_operations(target: Target, worker: str,
+                    keeping_deadline: bool = False) -> Callable[[int], None]:
+    from callgate_rules import keeps_deadline, open_store
+    from callgate_rules.taxonomy import Route
+
     executor = keeps_deadline(create_follow_up) if keeping_deadline else create_follow_up
-    gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
-                           resolvers=WorldResolvers(world),
-                           executors={"createFollowUp": executor},
-                           store=open_store(target.store_url()), clock=lambda: NOW,
-                           worker=worker)
+    gate = reference_gate(executors={"createFollowUp": executor},
+                          store=open_store(target.store_url()), worker=worker)
     gate.check(CALL, actor=ACTOR)  # compile the plan before the clock starts
 
     def operation(number: int) -> None:

@@ -72,17 +72,12 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
     """``upto(step, n)``: the steps of one write up to ``step`` (0–4; 5 is all of them with
     the executor marked ``keeps_deadline``); ``floor(n)``."""
     wp.prepare(target)
-    import yaml
-
-    from callgate_rules import Gate, WorldResolvers, keeps_deadline, open_store
+    from callgate_rules import keeps_deadline, open_store
     from callgate_rules.pipeline.route import Run
 
-    world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
     store = open_store(target.store_url())
-    gates = [Gate.from_paths(REPO / "contracts", REPO / "policies",
-                             resolvers=WorldResolvers(world),
-                             executors={"createFollowUp": executor}, store=store,
-                             clock=lambda: wp.NOW, worker="steps")
+    gates = [wp.reference_gate(executors={"createFollowUp": executor}, store=store,
+                               worker="steps")
              for executor in (wp.create_follow_up, keeps_deadline(wp.create_follow_up))]
     # The floor of write_path_benchmark.py: its connection opened as the store's is.
     run_tag = uuid.uuid4().hex[:8]
@@ -208,13 +203,7 @@ def after_commit(checks: int = 2000, rounds: int = 3) -> dict[str, tuple[float, 
     what the code had warm in the processor's caches and branch predictors is gone when it
     wakes. Code that runs much of the interpreter over many objects, as a gate does, pays
     for it again after each commit; a tight loop hardly does."""
-    import yaml
-
-    from callgate_rules import Gate, WorldResolvers
-
-    world = yaml.safe_load((REPO / "examples" / "world.yaml").read_text())
-    gate = Gate.from_paths(REPO / "contracts", REPO / "policies",
-                           resolvers=WorldResolvers(world), clock=lambda: wp.NOW)
+    gate = wp.reference_gate()
 
     def check() -> None:
         gate.check(wp.CALL, actor=wp.ACTOR).agent_message  # noqa: B018 - rendered, as used
@@ -284,13 +273,9 @@ def main() -> None:
         counted = counts.get(str(step), 0.0) - previous_count if counts else 0.0
         previous_time, previous_count = times[str(step)], counts.get(str(step), 0.0)
         print(f"{name:<9} {took:7.1f} {counted:13,.0f}" if counts else f"{name:<9} {took:7.1f}")
-    total_count = counts.get("4", 0.0)
-    print(f"{'handle':<9} {times['4']:7.1f} {total_count:13,.0f}" if counts
-          else f"{'handle':<9} {times['4']:7.1f}")
-    print(f"{'floor':<9} {times['floor']:7.1f} {counts.get('floor', 0.0):13,.0f}" if counts
-          else f"{'floor':<9} {times['floor']:7.1f}")
-    print(f"{'keeps':<9} {times['5']:7.1f} {counts.get('5', 0.0):13,.0f}" if counts
-          else f"{'keeps':<9} {times['5']:7.1f}")
+    for name, key in (("handle", "4"), ("floor", "floor"), ("keeps", "5")):
+        print(f"{name:<9} {times[key]:7.1f} {counts[key]:13,.0f}" if counts
+              else f"{name:<9} {times[key]:7.1f}")
     for name, (least, median) in hand_offs().items():
         print(f"hand-off through the {name}: {least:.1f} µs least, {median:.1f} µs median")
     if options.store == "sqlite":
