@@ -1,5 +1,6 @@
-"""What the AgentDojo suites' tests share: the evaluation run as the README's command runs it,
-the README's efficacy tables read cell by cell, and the lint of a configuration."""
+"""What the AgentDojo suites' tests share: the evaluation run as the documentation's command
+runs it, the efficacy tables of docs/explanation/efficacy.md read cell by cell, and the lint of
+a configuration."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "benchmarks" / "agentdojo"
-# the README table's row -> the line the evaluation prints
+# the efficacy table's row -> the line the evaluation prints
 ROWS = {
     "legitimate writes run with no person asked": "legitimate writes run with no person asked",
     "… with the injection in every read":
@@ -43,10 +44,11 @@ def count(text: str) -> tuple[int, int]:
 
 
 def readme_column(header: str, column: str) -> Callable[[str], str]:
-    """The cells of one column of the README table whose header row starts ``| HEADER``."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """The cells of one column of the table in docs/explanation/efficacy.md whose header row
+    starts ``| HEADER``."""
+    readme = (REPO / "docs" / "explanation" / "efficacy.md").read_text(encoding="utf-8")
     found = re.search(r"^\| " + re.escape(header) + r"[^|]*\|(.*)$", readme, re.M)
-    assert found, f"the README table headed {header!r}"
+    assert found, f"the efficacy page's table headed {header!r}"
     index = [name.strip() for name in found.group(1).split("|")].index(column)
     table = readme[found.start():]
 

@@ -2,14 +2,25 @@
 
 Nothing here is autouse: the store, CEL and simulator tests are not affected by it. Heavy
 imports happen inside fixtures, so collecting other test packages stays cheap.
+
+The two tiers: ``pytest_collection_modifyitems`` below marks ``integration`` every test that
+starts processes, servers, databases or browsers, so the quick tier
+(``python -m pytest -m "not integration"``) is the rest and the marker cannot be forgotten.
+A test is marked when it lives in a folder of such tests (``INTEGRATION_FOLDERS``), when it is
+parametrized or uses a fixture named for PostgreSQL, or when the code it runs — the test
+function, every fixture it uses, and every function of the test packages they call, followed
+through their names — refers to ``subprocess``, ``multiprocessing``, uvicorn, psycopg or
+Playwright. An explicit ``@pytest.mark.integration`` is kept as it is.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import shutil
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -195,3 +206,86 @@ def compile_gate() -> Callable[..., Any]:
         return Gate.from_paths(*paths, resolvers=WorldResolvers(dict(world or {})))
 
     return build
+
+
+# The quick tier and the full tier ------------------------------------------------------------
+
+# Folders every test of which starts processes (workers killed with -9, 16-process races).
+INTEGRATION_FOLDERS = ("tests/processes",)
+# What starting a process, a server, a database connection or a browser goes through.
+STARTING_MODULES = ("subprocess", "multiprocessing", "uvicorn", "psycopg", "psycopg_pool",
+                    "playwright", "concurrent.futures.process", "mcp.client.stdio")
+
+
+def _starts_something(value: Any) -> bool:
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(
+        value, "__module__", None)
+    return isinstance(module, str) and any(
+        module == name or module.startswith(name + ".") for name in STARTING_MODULES)
+
+
+def _code_starts_something(code: types.CodeType, namespace: Mapping[str, Any],
+                           seen: set[types.CodeType]) -> bool:
+    """Whether ``code`` (or a function of the test packages it names) refers to what starts
+    a process, a server, a database or a browser."""
+    if code in seen:
+        return False
+    seen.add(code)
+    for name in code.co_names:
+        value = namespace.get(name)
+        if value is None:
+            continue
+        if _starts_something(value):
+            return True
+        if _is_test_code(value) and _function_starts_something(value, seen):
+            return True
+    return any(_code_starts_something(const, namespace, seen) for const in code.co_consts
+               if isinstance(const, types.CodeType))
+
+
+def _is_test_code(value: Any) -> bool:
+    module = getattr(value, "__module__", "") or ""
+    return (module.startswith("tests.") or module in ("conftest", "tests")) and (
+        inspect.isfunction(value) or inspect.isclass(value))
+
+
+def _function_starts_something(value: Any, seen: set[types.CodeType]) -> bool:
+    if inspect.isclass(value):
+        return any(_function_starts_something(member, seen) for member in vars(value).values()
+                   if inspect.isfunction(member))
+    function = inspect.unwrap(value)
+    inner = getattr(getattr(function, "hypothesis", None), "inner_test", None)
+    function = inner or function
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    return _code_starts_something(code, function.__globals__, seen)
+
+
+def _fixture_functions(item: pytest.Item) -> Iterable[Any]:
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in (info.name2fixturedefs.values() if info is not None else ()):
+        for definition in definitions:
+            yield definition.func
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    path = Path(str(item.path)).resolve().relative_to(REPO).as_posix()
+    if path.startswith(INTEGRATION_FOLDERS):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "postgres" in callspec.id.lower():
+        return True
+    if any("postgres" in name for name in getattr(item, "fixturenames", ())):
+        return True
+    seen: set[types.CodeType] = set()
+    function = getattr(item, "function", None)
+    if function is not None and _function_starts_something(function, seen):
+        return True
+    return any(_function_starts_something(fixture, seen) for fixture in _fixture_functions(item))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("integration") is None and _is_integration(item):
+            item.add_marker(pytest.mark.integration)

@@ -56,8 +56,9 @@ def run(cli_load: None, ref: Any) -> Any:
     """``run("check", ...)`` with the reference documents; returns click's Result."""
 
     def invoke(*args: str, input: str | None = None) -> Result:
-        extra = (["--contracts", str(ref.contracts), "--policies", str(ref.policies)]
-                 if args and args[0] == "check" and "--contracts" not in args else [])
+        named = any(not arg.startswith("-") and Path(arg).is_dir() for arg in args)
+        extra = ([str(ref.contracts), str(ref.policies)]
+                 if args and args[0] == "check" and not named else [])
         return CliRunner().invoke(main, [*args, *extra], input=input)
 
     return invoke
@@ -109,7 +110,7 @@ def test_check_text_output_of_a_refusal_shows_candidates(
                                 "input": {"contact": "Anna Petrova", "title": "Renewal",
                                           "startsAt": "2026-12-10T14:00:00Z"}}))
     result = run(*check_args(ref, "--now", ref.now_text, call=str(call)))
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # not executed
     lines = result.stdout.splitlines()
     assert lines[:2] == ["route:          clarify", "error class:    ambiguous"]
     assert [line for line in lines if line.startswith("candidate:")] == [
@@ -161,7 +162,7 @@ def test_check_reads_the_call_from_stdin(run: Any, ref: Any) -> None:
     text = json.dumps({"name": "getTicketStatus", "arguments": {"ticketId": "T-2001"}})
     result = run(*check_args(ref, "--now", ref.now_text, "--format", "json", call="-"),
                  input=text)
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # refused: not executed
     payload = json.loads(result.stdout)
     assert (payload["route"], payload["error_class"]) == ("refuse", "forbidden")
     assert "globex" not in payload["agent_message"] + payload["user_message"]
@@ -170,7 +171,7 @@ def test_check_reads_the_call_from_stdin(run: Any, ref: Any) -> None:
 def test_check_stdin_that_is_not_json_is_the_gates_malformed_verdict(run: Any, ref: Any) -> None:
     result = run(*check_args(ref, "--now", ref.now_text, call="-"),
                  input="I will now create the follow-up.")
-    assert result.exit_code == 0
+    assert result.exit_code == 1
     assert result.stdout.splitlines()[:2] == ["route:          regenerate",
                                               "error class:    malformed"]
 
@@ -186,7 +187,7 @@ def test_check_stdin_that_is_not_json_is_the_gates_malformed_verdict(run: Any, r
 )
 def test_check_now_is_parsed_with_its_offset(run: Any, ref: Any, now: str, route: str) -> None:
     result = run(*check_args(ref, "--now", now, "--format", "json"))
-    assert result.exit_code == 0
+    assert result.exit_code == (0 if route == "execute" else 1)
     payload = json.loads(result.stdout)
     assert payload["route"] == route
     if route == "regenerate":
@@ -209,7 +210,7 @@ def test_check_bad_now_is_one_line_exit_2(run: Any, ref: Any, now: str, needle: 
 def test_check_missing_call_file(run: Any, ref: Any, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-call.json"
     result = run(*check_args(ref, "--now", ref.now_text, call=str(missing)))
-    assert_one_clear_line(result, 2, str(missing), "cannot read the call")
+    assert_one_clear_line(result, 2, "'--call'", str(missing), "does not exist")
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "not-utf8", "bad-yaml"])
@@ -224,7 +225,11 @@ def test_check_unreadable_actor(run: Any, ref: Any, tmp_path: Path, kind: str) -
     args = ["check", "--call", str(ref.call_file), "--actor", str(actor),
             "--world", str(ref.world_file), "--now", ref.now_text]
     line = assert_one_clear_line(run(*args), 2, str(actor))
-    if kind != "bad-yaml":
+    if kind == "missing":
+        assert "'--actor'" in line and "does not exist" in line
+    elif kind == "directory":
+        assert "'--actor'" in line and "is a directory" in line
+    elif kind == "not-utf8":
         assert "cannot read the actor" in line
 
 
@@ -261,8 +266,7 @@ def test_check_broken_contracts_dir_prints_the_findings(run: Any, ref: Any, tmp_
     text = target.read_text().replace("error_class: conflict", "error_class: closed")
     target.write_text(text)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "error_class: closed" in t)
-    result = run(*check_args(ref, "--now", ref.now_text),
-                 "--contracts", str(contracts), "--policies", str(policies))
+    result = run(*check_args(ref, "--now", ref.now_text), str(contracts), str(policies))
     assert result.exit_code == 2
     assert result.stdout == "" and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -275,9 +279,27 @@ def test_check_broken_contracts_dir_prints_the_findings(run: Any, ref: Any, tmp_
 
 def test_check_missing_contracts_dir_is_an_error(run: Any, ref: Any, tmp_path: Path) -> None:
     missing = tmp_path / "contracs"
+    result = run(*check_args(ref, "--now", ref.now_text), str(missing), str(ref.policies))
+    assert_one_clear_line(result, 2, str(missing), "does not exist")
+
+
+def test_check_old_options_still_work_and_say_they_are_deprecated(run: Any, ref: Any) -> None:
     result = run(*check_args(ref, "--now", ref.now_text),
-                 "--contracts", str(missing), "--policies", str(ref.policies))
-    assert_one_clear_line(result, 2, str(missing))
+                 "--contracts", str(ref.contracts), "--policies", str(ref.policies))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "route:          execute"
+    assert result.stderr.splitlines() == [
+        f"callgate: --contracts {ref.contracts} --policies {ref.policies} is deprecated and "
+        "goes in the next release; name the documents as PATHS: callgate check "
+        f"{ref.contracts} {ref.policies}"]
+
+
+def test_check_old_option_naming_a_missing_folder(run: Any, ref: Any, tmp_path: Path) -> None:
+    missing = tmp_path / "contracs"
+    result = run(*check_args(ref, "--now", ref.now_text), "--contracts", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (f"callgate: --contracts {missing}: no such file "
+                                              "or directory")
 
 
 # lint -------------------------------------------------------------------------------------------
@@ -346,7 +368,7 @@ def test_lint_warnings_alone_exit_0(run: Any, tmp_path: Path) -> None:
 
 def test_lint_missing_path_is_one_line_exit_2(run: Any, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    assert_one_clear_line(run("lint", str(missing)), 2, str(missing), "no such file")
+    assert_one_clear_line(run("lint", str(missing)), 2, str(missing), "does not exist")
 
 
 # The installed entry point, in a real process ---------------------------------------------------
@@ -367,9 +389,50 @@ def test_installed_entry_point_checks_a_call(ref: Any) -> None:
         input=text, capture_output=True, text=True, cwd=ref.repo, timeout=60,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
-    assert process.returncode == 0, process.stderr
+    assert process.returncode == 1, process.stderr  # replan: the call is not executed
     payload = json.loads(process.stdout)
     assert (payload["route"], payload["error_class"], payload["rule"]) == (
         "replan", "not_found", "createFollowUp/ticket-not-deleted")
     assert payload["log"]["versions"]["ToolContract/createFollowUp"] == "1.0.0"
     assert process.stderr == ""
+
+
+def test_check_explain_shows_the_records_a_lookup_left_out(run: Any, ref: Any,
+                                                           tmp_path: Path) -> None:
+    """Three contacts are called Anna Petrova; Dana may act on two of them (the access
+    rules): the trace says so, counts the one left out, and never names it."""
+    call = tmp_path / "event.json"
+    call.write_text(json.dumps({"type": "tool_use", "id": "toolu_1", "name": "createEvent",
+                                "input": {"contact": "Anna Petrova", "title": "Renewal",
+                                          "startsAt": "2026-12-10T14:00:00Z"}}))
+    result = run(*check_args(ref, "--now", ref.now_text, "--explain", call=str(call)))
+    assert result.exit_code == 1
+    trace = result.stdout.splitlines()[result.stdout.splitlines().index("trace:"):]
+    assert ("  validate  lookup contact: narrowed — 3 contacts found; the access rules let the "
+            "actor act on 2: C-12, C-13; 1 left out") in trace
+    assert "  validate  lookup contact: ambiguous — 2 matches" in trace
+    assert "C-40" not in result.stdout
+
+
+def test_check_explain_shows_records_the_visible_rule_hid(tmp_path: Path) -> None:
+    """A look-up's ``visible`` rule drops the records the actor may not see: with
+    --explain the trace counts them (a payee of another user here), as JSON too."""
+    banking = Path(__file__).resolve().parents[1] / "examples" / "banking"
+    call = tmp_path / "pay.json"
+    call.write_text(json.dumps({"name": "sendMoney", "arguments": {
+        "recipient": "DE89370400440532013000", "amount": 10, "subject": "Lunch"}}))
+    actor = tmp_path / "actor.yaml"
+    actor.write_text("id: U-1\nrole: holder\n")
+    world = tmp_path / "world.yaml"
+    world.write_text("payees:\n"
+                     "  - {id: PY-1, owner: U-1, iban: DE89370400440532013000, name: A}\n"
+                     "  - {id: PY-9, owner: U-2, iban: DE89370400440532013000, name: B}\n")
+    result = CliRunner().invoke(main, ["check", str(banking / "contracts"),
+                                       str(banking / "policies"), "--call", str(call),
+                                       "--actor", str(actor), "--world", str(world),
+                                       "--explain", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    entries = [(t["subject"], t["result"], t["detail"]) for t in json.loads(result.stdout)["trace"]]
+    assert ("lookup payees_on_file", "narrowed", "2 payees found; the visible rule lets the "
+            "actor see 1: PY-1; 1 left out") in entries
+    assert "PY-9" not in result.stdout

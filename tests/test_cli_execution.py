@@ -17,13 +17,39 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_simulate_runs_the_shipped_suite() -> None:
-    result = CliRunner().invoke(main, ["simulate", str(REPO / "examples" / "scenarios"),
-                                       "--contracts", str(REPO / "contracts"),
-                                       "--policies", str(REPO / "policies")])
+    # the documents' folders and the scenarios' folder, told apart by what the files hold
+    result = CliRunner().invoke(main, ["simulate", str(REPO / "contracts"),
+                                       str(REPO / "policies"),
+                                       str(REPO / "examples" / "scenarios")])
     assert result.exit_code == 0, result.output
     assert "SCENARIO" in result.output and "ROUTE" in result.output
     assert "a timeout after sending" in result.output
     assert result.output.rstrip().endswith("0 failed")
+    assert result.stderr == ""
+
+
+def test_simulate_and_test_find_an_examples_documents_tests_and_scenarios() -> None:
+    banking = REPO / "examples" / "banking"
+    simulated = CliRunner().invoke(main, ["simulate", str(banking)])
+    assert simulated.exit_code == 0, simulated.output
+    assert "three instalments of 600 under a 1,000 limit per payment" in simulated.stdout
+    assert simulated.stdout.rstrip().endswith("6 passed, 0 failed")
+    tested = CliRunner().invoke(main, ["test", str(banking)])
+    assert tested.exit_code == 0, tested.output
+    assert tested.stdout.rstrip().endswith("4 passed, 0 failed")
+
+
+def test_simulate_keeps_the_old_options_for_a_release() -> None:
+    banking = REPO / "examples" / "banking"
+    old = ["simulate", str(banking / "scenarios"), "--contracts", str(banking / "contracts"),
+           "--policies", str(banking / "policies")]
+    result = CliRunner().invoke(main, old)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith("6 passed, 0 failed")
+    assert result.stderr == (
+        f"callgate: --contracts {banking / 'contracts'} --policies {banking / 'policies'} is "
+        "deprecated and goes in the next release; name the documents as PATHS: callgate "
+        f"simulate {banking / 'contracts'} {banking / 'policies'}\n")
 
 
 def test_simulate_json_and_a_failing_expectation(tmp_path: Path) -> None:
@@ -37,8 +63,8 @@ steps:
     expect: {{route: refuse, writes: 2}}
 """)
     runner = CliRunner()
-    result = runner.invoke(main, ["simulate", str(scenario), "--contracts",
-                                  str(REPO / "contracts"), "--policies", str(REPO / "policies"),
+    documents = [str(REPO / "contracts"), str(REPO / "policies")]
+    result = runner.invoke(main, ["simulate", *documents, "--scenarios", str(scenario),
                                   "--format", "json"])
     assert result.exit_code == 1
     [record] = json.loads(result.output)
@@ -46,8 +72,7 @@ steps:
     assert record["route"] == "return_result" and record["writes"] == 1
     assert any("route: expected 'refuse', got 'return_result'" in f
                for f in record["failures"])
-    text = runner.invoke(main, ["simulate", str(scenario), "--contracts",
-                                str(REPO / "contracts"), "--policies", str(REPO / "policies")])
+    text = runner.invoke(main, ["simulate", *documents, str(scenario)])
     assert f"{scenario}:1:1: expects too much" in text.output
     assert "writes: expected 2, got 1" in text.output
     assert "0 passed, 1 failed" in text.output
@@ -56,9 +81,8 @@ steps:
 def test_simulate_bad_scenario_is_one_line(tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text("name: x\nsteps:\n  - propose: {}\n    expect: {rout: refuse}\n")
-    result = CliRunner().invoke(main, ["simulate", str(scenario), "--contracts",
-                                       str(REPO / "contracts"), "--policies",
-                                       str(REPO / "policies")])
+    result = CliRunner().invoke(main, ["simulate", str(REPO / "contracts"),
+                                       str(REPO / "policies"), str(scenario)])
     assert result.exit_code == 2
     assert f"{scenario}:4:14: unknown expectation 'rout'" in result.output
     assert "Traceback" not in result.output
@@ -120,6 +144,25 @@ def test_receipts_purge_and_migrate(tmp_path: Path) -> None:
     assert purged.exit_code == 0 and "purged 1 record(s)" in purged.output
     bad = runner.invoke(main, ["receipts", "purge", "--store", "mysql://x"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_receipts_purge_takes_the_retention_from_the_documents(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'receipts.sqlite3'}"
+    routing = tmp_path / "policies" / "routing.yaml"
+    routing.parent.mkdir()
+    routing.write_text((REPO / "policies" / "routing.yaml").read_text().replace(
+        "retention: 720h", "retention: 48h"))
+    runner = CliRunner()
+    done = runner.invoke(main, ["receipts", "purge", str(REPO / "contracts"),
+                                str(tmp_path / "policies"), "--store", url])
+    assert done.exit_code == 0, done.output
+    assert "older than 48h" in done.stdout
+    # documents with errors stop the purge: the wrong retention would delete too much
+    routing.write_text(routing.read_text().replace("retention: 48h", "retention: soon"))
+    broken = runner.invoke(main, ["receipts", "purge", str(REPO / "contracts"),
+                                  str(tmp_path / "policies"), "--store", url])
+    assert broken.exit_code == 2 and "purged" not in broken.output
+    assert f"{routing}:" in broken.stderr
 
 
 def test_host_example_runs_the_full_loop() -> None:

@@ -1,4 +1,4 @@
-"""The decision log's retention as the README shows it: ``DecisionLog(path, retention=...)``
+"""The decision log's retention as docs/how-to/host-application.md shows it: ``DecisionLog(path, retention=...)``
 drops old lines when opened and as it writes; a line it cannot date is kept, with a warning."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_retention_purges_without_being_told_the_time(tmp_path: Path) -> None:
     path = tmp_path / "decisions.jsonl"
     wall = datetime.now(UTC)
     path.write_text(line(wall - 40 * DAY, "old") + "\n" + line(wall - DAY, "recent") + "\n")
-    log = DecisionLog(path, retention=30 * DAY)  # as the README shows it: no now=
+    log = DecisionLog(path, retention=30 * DAY)  # as the docs show it: no now=
     log.write({"ts": wall.isoformat(), "route": "new"})
     log.close()
     assert routes(path) == ["recent", "new"]

@@ -146,16 +146,13 @@ def test_expansion_is_the_same_tree_as_writing_it_out(amount: int, tier: str) ->
 
 REPO = Path(__file__).resolve().parents[1]
 
-def readme_block(first_line: str) -> str:
-    """The README's YAML block that starts with ``first_line``: the README shows what runs."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```yaml\n" + first_line) + len("```yaml\n")
-    return readme[start:readme.index("```", start)]
-
-
-# The README's example, run here as the tests' configuration.
-TABLES_DOCUMENT = readme_block("# policies/payment_tables.yaml")
+# The documentation's example (docs/reference/documents.md includes these files), run here as
+# the tests' configuration: the reference contracts and policies with sendPayment, the access
+# policy and a Definitions document replaced by the example's.
+EXAMPLE = REPO / "docs" / "examples" / "definitions"
+TABLES_DOCUMENT = (EXAMPLE / "policies" / "payment_tables.yaml").read_text(encoding="utf-8")
 NEXT_LINE = TABLES_DOCUMENT.count("\n") + 1  # the line a definition appended to it is on
+EXAMPLE_PAYMENT = (EXAMPLE / "contracts" / "sendPayment.yaml").read_text(encoding="utf-8")
 
 
 LIMIT_RULE = """\
@@ -164,6 +161,7 @@ LIMIT_RULE = """\
       error_class: forbidden
       message: "{args.amount} {args.currency} is above this process's limit."
 """
+assert LIMIT_RULE in EXAMPLE_PAYMENT, "the example contract holds the rule the tests vary"
 
 
 def configuration(tmp_path: Path, definitions: str = TABLES_DOCUMENT,
@@ -172,12 +170,8 @@ def configuration(tmp_path: Path, definitions: str = TABLES_DOCUMENT,
     shutil.copytree(REPO / "contracts", contracts)
     policies.mkdir()
     shutil.copy(REPO / "policies" / "routing.yaml", policies / "routing.yaml")
-    access = (REPO / "policies" / "access.yaml").read_text()
-    # the access policy's role lists become one definition
-    access = access.replace('actor.role in ["agent", "supervisor"]', "is_staff(actor)")
-    (policies / "access.yaml").write_text(access)
-    payment = contracts / "sendPayment.yaml"
-    payment.write_text(payment.read_text().replace("  rules:\n", "  rules:\n" + rule, 1))
+    shutil.copy(EXAMPLE / "policies" / "access.yaml", policies / "access.yaml")
+    (contracts / "sendPayment.yaml").write_text(EXAMPLE_PAYMENT.replace(LIMIT_RULE, rule, 1))
     (policies / "tables.yaml").write_text(definitions)
     return contracts, policies
 

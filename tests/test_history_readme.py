@@ -1,5 +1,5 @@
-"""The README's `history` and sequence-rule examples are the banking example's own text,
-and its commands pass (test_readme.py leaves the blocks marked for this file to it)."""
+"""The `history` and sequence-rule examples of docs/how-to/injection-resistance.md are the banking example's own text,
+and its commands pass (test_docs.py leaves the blocks marked for this file to it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+README = REPO / "docs" / "how-to" / "injection-resistance.md"
 BANKING = REPO / "examples" / "banking"
 MARKED = re.compile(r"<!-- tested by tests/test_history_readme\.py -->\n```(\w+)\n(.*?)^```",
                     re.S | re.M)
@@ -17,7 +17,7 @@ MARKED = re.compile(r"<!-- tested by tests/test_history_readme\.py -->\n```(\w+)
 
 def blocks() -> list[tuple[str, str]]:
     found = [(match[1], match[2]) for match in MARKED.finditer(README.read_text())]
-    assert len(found) == 3, "the README's history section has its three examples"
+    assert len(found) == 3, "the page's history section has its three examples"
     return found
 
 

@@ -221,3 +221,86 @@ def test_one_source_at_a_time(tmp_path: Path) -> None:
 def test_a_missing_tool_list_is_a_usage_error(tmp_path: Path) -> None:
     done = callgate("init", "--from-anthropic", str(tmp_path / "nope.json"), cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+# Example projects ------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_init_list_names_every_example_with_what_it_shows(tmp_path: Path) -> None:
+    done = callgate("init", "--list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = [line.split()[0] for line in done.stdout.splitlines()]
+    assert names == ["support-desk", "quickstart", "banking", "refunds"]
+    assert "scenario suite" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # --list writes nothing
+
+
+def test_the_support_desk_example_is_the_repositorys_and_runs_its_full_suite(
+        tmp_path: Path) -> None:
+    done = callgate("init", "--example", "support-desk", "desk", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    desk = tmp_path / "desk"
+    # the files are the repository's own, byte for byte: one copy, in the repository
+    for folder in ("contracts", "policies", "examples/scenarios"):
+        for written in (desk / folder).rglob("*.yaml"):
+            assert written.read_bytes() == (REPO / written.relative_to(desk)).read_bytes()
+    assert not (desk / "examples" / "banking").exists()
+    assert "next: cd desk && callgate lint && callgate test" in done.stderr
+    simulated = callgate("simulate", cwd=desk)
+    assert simulated.returncode == 0, simulated.stdout[-2000:] + simulated.stderr
+    scenarios = sum(1 for _ in (REPO / "examples" / "scenarios").glob("*.yaml"))
+    assert scenarios == 4 and simulated.stdout.rstrip().endswith(" 0 failed")
+    passed = int(simulated.stdout.rstrip().splitlines()[-1].split()[0])
+    assert passed >= 28  # the whole suite, as `callgate simulate` in the repository runs it
+    tested = callgate("test", cwd=desk)
+    assert tested.returncode == 0, tested.stdout[-2000:] + tested.stderr
+
+
+def test_the_banking_example_runs_its_policy_tests_and_scenarios(tmp_path: Path) -> None:
+    done = callgate("init", "--example", "banking", "bank", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    bank = tmp_path / "bank"
+    assert (bank / "scenarios" / "run_history.yaml").is_file()
+    for step, summary in ((("test",), "4 passed, 0 failed"), (("simulate",), "6 passed, 0 failed"),
+                          (("lint",), "0 error(s)")):
+        ran = callgate(*step, cwd=bank)
+        assert ran.returncode == 0, (step, ran.stdout[-2000:], ran.stderr)
+        assert summary in ran.stdout + ran.stderr
+
+
+def test_the_refunds_example_is_the_template(tmp_path: Path) -> None:
+    done = callgate("init", "--example", "refunds", "shop", "--owner", "me@example.com",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "owner: me@example.com" in (tmp_path / "shop/contracts/issueRefund.yaml").read_text()
+    tested = callgate("test", "--coverage", "--fail-under", "100", cwd=tmp_path / "shop")
+    assert tested.returncode == 0, tested.stdout[-2000:]
+
+
+def test_an_unknown_example_or_two_sources_is_one_line(tmp_path: Path) -> None:
+    done = callgate("init", "--example", "payroll", "x", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("callgate: no example named 'payroll'; `callgate init "
+                                   "--list` names them: support-desk, quickstart, banking, "
+                                   "refunds")
+    listing = tmp_path / "tools.json"
+    listing.write_text(json.dumps(ANTHROPIC))
+    done = callgate("init", "--example", "banking", "--from-anthropic", str(listing),
+                    cwd=tmp_path)
+    assert done.returncode == 2
+    assert "one source, not --example and --from-anthropic" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_example_never_overwrites_without_force(tmp_path: Path) -> None:
+    assert callgate("init", "--example", "banking", "b", cwd=tmp_path).returncode == 0
+    access = tmp_path / "b" / "policies" / "access.yaml"
+    access.write_text("# mine\n")
+    again = callgate("init", "--example", "banking", "b", cwd=tmp_path)
+    assert again.returncode == 2 and "pass --force to replace" in again.stderr
+    assert access.read_text() == "# mine\n"
+    forced = callgate("init", "--example", "banking", "b", "--force", cwd=tmp_path)
+    assert forced.returncode == 0
+    assert access.read_bytes() == (REPO / "examples/banking/policies/access.yaml").read_bytes()

@@ -1,6 +1,6 @@
 """The package as a user gets it: the sdist and wheel hold what they should, and the wheel
 installed into a fresh venv starts a project that lints, tests and simulates in an empty
-directory.
+directory, and writes the example projects, whose checks pass as they do in the repository.
 
 Offline: the package is built with the setuptools backend of this interpreter (no build
 isolation), installed with ``--no-deps --no-index``, and its dependencies are this
@@ -25,9 +25,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in")
+# The repository's folders the example projects are copied from when the package is built
+EXAMPLE_SOURCES = ("contracts", "policies", "examples")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +39,9 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
     for name in SOURCES:
         shutil.copy2(REPO / name, source / name)
-    shutil.copytree(REPO / "callgate_rules", source / "callgate_rules",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.sqlite3"))
+    for folder in ("callgate_rules", *EXAMPLE_SOURCES):
+        shutil.copytree(REPO / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.sqlite3"))
     build = ("from setuptools import build_meta as backend\n"
              "backend.build_sdist('dist')\nbackend.build_wheel('dist')\n")
     done = subprocess.run([sys.executable, "-c", build], cwd=source, capture_output=True,
@@ -53,9 +56,12 @@ def test_the_sdist_has_the_package_and_no_partial_tests(dist: Path) -> None:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert {"LICENSE", "README.md", "pyproject.toml", "callgate_rules/py.typed",
             "callgate_rules/documents/schemas/ToolContract.json",
-            "callgate_rules/authoring/templates/project/contracts/issueRefund.yaml"} <= names
-    assert not [name for name in names if name.startswith(("tests", "benchmarks",
-                                                             "examples/"))]
+            "callgate_rules/authoring/templates/project/contracts/issueRefund.yaml",
+            # what the wheel's examples are built from, so the sdist builds the same wheel
+            "setup.py", "contracts/sendPayment.yaml", "policies/tests/support_desk_test.yaml",
+            "examples/scenarios/budgets.yaml", "examples/banking/contracts/sendMoney.yaml"} <= names
+    assert not [name for name in names if name.startswith(("tests", "benchmarks"))]
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
 
 
 def test_the_wheel_has_schemas_templates_typing_and_license(dist: Path) -> None:
@@ -71,6 +77,20 @@ def test_the_wheel_has_schemas_templates_typing_and_license(dist: Path) -> None:
     assert {template + path for path in ("README.md", "contracts/getOrder.yaml",
                                          "policies/tests/refunds_test.yaml",
                                          "examples/world.yaml")} <= names
+    examples = "callgate_rules/examples/"
+    assert {examples + path for path in (
+        "support-desk/contracts/sendPayment.yaml", "support-desk/policies/access.yaml",
+        "support-desk/policies/tests/support_desk_test.yaml",
+        "support-desk/examples/scenarios/budgets.yaml", "support-desk/examples/world.yaml",
+        "support-desk/examples/control_set.yaml",
+        "banking/contracts/sendMoney.yaml", "banking/scenarios/run_history.yaml",
+        "banking/policies/tests/banking_test.yaml")} <= names
+    assert any(name.startswith(examples + "quickstart/contracts/") for name in names)
+    # one copy each: the banking and quickstart examples are not also inside the support desk
+    assert not [name for name in names if name.startswith(
+        (examples + "support-desk/examples/banking/",
+         examples + "support-desk/examples/quickstart/"))]
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
     assert not [name for name in names if name.startswith("tests/")]
     assert metadata["License-Expression"] == "Apache-2.0"
@@ -113,3 +133,28 @@ def test_the_installed_wheel_starts_a_project_anywhere(dist: Path, tmp_path: Pat
         assert done.returncode == 0, (step, done.stdout[-2000:], done.stderr[-2000:])
         assert "Traceback" not in done.stderr
     assert (empty / "contracts" / "issueRefund.yaml").exists()
+
+    # The example projects, written from the wheel and run as their READMEs say
+    listed = run("init", "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert {line.split()[0] for line in listed.stdout.splitlines()} >= {
+        "support-desk", "banking", "refunds"}
+    checks = {
+        "support-desk": [("simulate",), ("test",), ("eval", "examples/control_set.yaml")],
+        "banking": [("test",), ("simulate",), ("lint",)],
+        "refunds": [("test", "--coverage", "--fail-under", "100"), ("simulate",)],
+    }
+    for name, steps in checks.items():
+        written = run("init", "--example", name, name)
+        assert written.returncode == 0, (name, written.stderr[-2000:])
+        for step in steps:
+            done = subprocess.run([python, "-m", "callgate_rules.cli", *step],
+                                  cwd=empty / name, capture_output=True, text=True,
+                                  timeout=300, env=clean)
+            assert done.returncode == 0, (name, step, done.stdout[-2000:],
+                                          done.stderr[-2000:])
+            assert "Traceback" not in done.stderr
+            if step == ("simulate",) and name == "support-desk":
+                # the full suite: every scenario file the repository's simulate runs
+                assert done.stdout.rstrip().endswith(" 0 failed")
+                assert int(done.stdout.rstrip().splitlines()[-1].split()[0]) >= 28

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -13,8 +14,9 @@ from callgate_rules.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
-def invoke(*args: str) -> object:
-    return CliRunner().invoke(main, ["test", *args, "--contracts", str(REPO / "contracts")])
+def invoke(*args: str) -> Any:
+    """``callgate test`` with the reference contracts and ``args`` (more PATHS, options)."""
+    return CliRunner().invoke(main, ["test", str(REPO / "contracts"), *args])
 
 
 def setup(tmp_path: Path, cases: str, access_extra: str = "") -> Path:
@@ -37,10 +39,8 @@ spec:
 
 
 def test_the_reference_tests_pass_with_full_coverage() -> None:
-    result = CliRunner().invoke(main, ["test", str(REPO / "policies"), "--coverage",
-                                       "--fail-under", "100", "--contracts",
-                                       str(REPO / "contracts"), "--policies",
-                                       str(REPO / "policies")])
+    result = CliRunner().invoke(main, ["test", str(REPO / "contracts"), str(REPO / "policies"),
+                                       "--coverage", "--fail-under", "100"])
     assert result.exit_code == 0, result.output
     assert "total: 100.0%" in result.output
     assert result.output.rstrip().endswith("0 failed")
@@ -52,7 +52,7 @@ def test_a_failing_case_shows_expected_against_actual(tmp_path: Path) -> None:
       propose: {name: createFollowUp, arguments: {ticketId: T-2001, assigneeId: U-7, dueAt: "2026-12-15T09:00:00Z"}}
       expect: {route: replan, error_class: not_found, rule: x, writes: 1, agent_message_contains: globex}
 """)
-    result = invoke(str(policies), "--policies", str(policies))
+    result = invoke(str(policies))
     assert result.exit_code == 1
     file = policies / "cases_test.yaml"
     assert f"FAIL {file}:9:7: wrong expectations" in result.output
@@ -70,14 +70,14 @@ def test_coverage_names_what_no_case_exercised(tmp_path: Path) -> None:
       propose: {name: getTicketStatus, arguments: {ticketId: T-1001}}
       expect: {route: return_result}
 """)
-    result = invoke(str(policies), "--policies", str(policies), "--coverage",
+    result = invoke(str(policies), "--coverage",
                     "--fail-under", "90")
     assert result.exit_code == 1  # all cases pass, but coverage is below 90%
     assert "1 passed, 0 failed" in result.output
     assert "ToolContract/createFollowUp: 0/4 rules fired; never fired: assignee-in-team, " \
            "due-in-future, ticket-not-deleted, ticket-open" in result.output
     assert "AccessPolicy/support-desk-access: 1/8 rules fired" in result.output
-    data = json.loads(invoke(str(policies), "--policies", str(policies), "--coverage",
+    data = json.loads(invoke(str(policies), "--coverage",
                              "--format", "json").output)
     documents = data["coverage"]["documents"]
     assert "ticket-open" in documents["ToolContract/createFollowUp"]["rules_not_exercised"]
@@ -96,7 +96,7 @@ def test_a_rule_in_audit_mode_is_shown_but_changes_nothing(tmp_path: Path) -> No
       when: "true"
       mode: audit
 """)
-    result = invoke(str(policies), "--policies", str(policies))
+    result = invoke(str(policies))
     assert result.exit_code == 0, result.output
     assert "audit: support-desk-access/no-reads-on-weekends would give forbidden" \
         in result.output
@@ -107,11 +107,43 @@ def test_bad_test_files_are_one_line(tmp_path: Path) -> None:
     - name: neither propose nor steps
       expect: {route: refuse}
 """)
-    result = invoke(str(policies), "--policies", str(policies))
+    result = invoke(str(policies))
     assert result.exit_code == 2
     assert f"{policies / 'cases_test.yaml'}:9:7: a test case needs either propose" \
         in result.output
     assert "Traceback" not in result.output
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert invoke(str(empty), "--policies", str(policies)).exit_code == 2
+    assert invoke(str(empty)).exit_code == 2
+
+
+def test_only_test_files_named_run_against_contracts_and_policies_here(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(main, ["test", "policies/tests/routing_test.yaml"])
+    assert result.exit_code == 0, result.output
+    assert "support_desk_test" not in result.output
+    every = CliRunner().invoke(main, ["test"])
+    assert int(every.stdout.split()[-4]) > int(result.stdout.split()[-4])
+
+
+def test_a_missing_actor_file_is_named_with_its_place(tmp_path: Path) -> None:
+    policies = setup(tmp_path, """\
+    - name: a case
+      actor: ../examples/actors/dan.yaml
+      propose: {name: getTicketStatus, arguments: {ticketId: T-1001}}
+      expect: {route: return_result}
+""")
+    file = policies / "cases_test.yaml"
+    result = invoke(str(policies))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"callgate: {file}:10:14: the actor file ../examples/actors/dan.yaml is not there "
+        f"(looked for {tmp_path / 'examples' / 'actors' / 'dan.yaml'}; a path is relative "
+        f"to the folder of {file})\n")
+    assert "Errno" not in result.output and "Traceback" not in result.output
+    # lint finds it first, at the same place, without running anything
+    linted = CliRunner().invoke(main, ["lint", str(REPO / "contracts"), str(policies)])
+    assert linted.exit_code == 1
+    assert (f"{file}:10:14: error missing-test-file PolicyTest actor: the file "
+            "../examples/actors/dan.yaml is not there") in linted.stdout

@@ -132,10 +132,10 @@ class Catalog:
 # Collecting it --------------------------------------------------------------------------------
 
 
-def load_catalog(contracts: str | Path, policies: str | Path) -> Catalog:
-    """Compile the documents (``ConfigError`` if they have errors) and build the catalogue."""
-    compilation = compile_paths([p for p in (contracts, policies) if Path(p).exists()]
-                                or [contracts])
+def load_catalog(*paths: str | Path) -> Catalog:
+    """Compile the documents under ``paths`` (``ConfigError`` if they have errors) and build
+    the catalogue; a path that is not there is left out while another is."""
+    compilation = compile_paths([p for p in paths if Path(p).exists()] or list(paths))
     if compilation.errors or compilation.config is None:
         raise ConfigError(list(compilation.errors))
     descriptions = {

@@ -48,7 +48,7 @@ from ruamel.yaml.scalarstring import (
     SingleQuotedScalarString,
 )
 
-from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text
+from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text, read_text
 from callgate_rules.errors import CallgateError, InputError
 from callgate_rules.taxonomy import ErrorClass
 
@@ -561,10 +561,7 @@ def format_paths(paths: Sequence[str | Path]) -> list[FormatResult]:
     stops the run before any file changes."""
     results = []
     for file in iter_yaml_files([Path(p) for p in paths]):
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise InputError(f"{file}: cannot read: {error}") from None
+        text = read_text(file)  # a regular file, bounded (documents.files)
         results.append(FormatResult(file, text, format_text(text, str(file))))
     return results
 

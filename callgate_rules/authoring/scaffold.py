@@ -62,6 +62,63 @@ def new_project(directory: Path, *, owner: str, force: bool = False) -> list[Pat
     return write_documents(documents, force)
 
 
+def new_example(name: str, directory: Path, *, owner: str, force: bool = False) -> list[Path]:
+    """Write the example project ``name`` (``example_sets.EXAMPLE_SETS``) under
+    ``directory``; the paths written. The refunds example is the project template (its
+    owner is ``owner``); the others are written as they are."""
+    from callgate_rules.authoring.example_sets import example_set
+
+    example = example_set(name)
+    if example is None:
+        raise InputError(f"no example named {name!r}; `callgate init --list` names them: "
+                         f"{', '.join(example_names())}")
+    if example.template:
+        return new_project(directory, owner=owner, force=force)
+    return write_documents({directory / relative: text
+                            for relative, text in example_files(name)}, force)
+
+
+def example_names() -> list[str]:
+    from callgate_rules.authoring.example_sets import EXAMPLE_SETS
+
+    return [example.name for example in EXAMPLE_SETS]
+
+
+def example_files(name: str) -> list[tuple[Path, str]]:
+    """The files of the example set ``name``: from the package (a wheel holds them under
+    ``callgate_rules/examples/``), else from the source tree an editable install runs."""
+    from callgate_rules.authoring.example_sets import (
+        PACKAGED_FOLDER,
+        example_set,
+        skipped,
+        source_files,
+    )
+
+    example = example_set(name)
+    assert example is not None and not example.template
+    packaged = resources.files("callgate_rules").joinpath(PACKAGED_FOLDER, name)
+    files: list[tuple[Path, str]] = []
+    if packaged.is_dir():
+        def collect(node: Any, relative: Path) -> None:
+            for child in sorted(node.iterdir(), key=lambda c: c.name):
+                if skipped(relative / child.name):
+                    continue
+                if child.is_dir():
+                    collect(child, relative / child.name)
+                else:
+                    files.append((relative / child.name, child.read_text(encoding="utf-8")))
+
+        collect(packaged, Path())
+        return files
+    repository = Path(__file__).resolve().parents[2]
+    if not (repository / "pyproject.toml").is_file():
+        raise InputError(f"this installation of callgate-rules holds no example {name!r}; "
+                         "install it from its wheel or its source tree")
+    for relative, source in source_files(example, repository):
+        files.append((relative, source.read_text(encoding="utf-8")))
+    return files
+
+
 def write_documents(documents: Mapping[Path, str], force: bool) -> list[Path]:
     existing = [str(path) for path in documents if path.exists()]
     if existing and not force:
@@ -83,6 +140,8 @@ class ToolDefinition:
     description: str | None
     input_schema: Mapping[str, Any]
     read_only: bool | None = None  # None: the source does not say
+    # what the tool answers (an MCP tool's outputSchema), kept as the contract's spec.result
+    output_schema: Mapping[str, Any] | None = None
 
 
 def read_tool_list(path: Path, api: str) -> list[ToolDefinition]:
@@ -157,6 +216,8 @@ def contract(tool: ToolDefinition, owner: str) -> dict[str, Any]:
     if effect != "read":
         spec["idempotency"] = MARK
     spec["arguments"] = arguments
+    if tool.output_schema:  # lint types ``result`` in verify by it
+        spec["result"] = copy.deepcopy(dict(tool.output_schema))
     spec["examples"] = [{"arguments": example(arguments)}]
     return {
         "apiVersion": "callgate/v1", "kind": "ToolContract",

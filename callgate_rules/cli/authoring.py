@@ -11,6 +11,7 @@ import click
 
 from callgate_rules.authoring.lint import CHECKS, FORMATS, render
 from callgate_rules.authoring.lint import lint as run_lint
+from callgate_rules.cli.paths import document_paths, sort_paths
 from callgate_rules.cli.progress import progress
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.source import iter_yaml_files
@@ -19,7 +20,7 @@ from callgate_rules.integrations.formats import TOOL_FORMATS
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="text",
               show_default=True,
               help="text: file:line:col lines; json; github: Actions annotations; "
@@ -38,7 +39,13 @@ def lint(paths: tuple[Path, ...], output_format: str, since: str | None,
     that cannot fire, and (with --since) version bumps.
 
     PATHS default to `contracts policies`. Prints `file:line:col: severity code message`,
-    one finding a line; exits 1 when there is any error.
+    one finding a line.
+
+    \b
+    Exit codes:
+      0 no error (warnings and notes may be printed)
+      1 an error in the documents
+      2 bad input: a path that is not there, a bad option
     """
     if allow_removed and since is None:
         raise InputError("--allow-removed only applies with --since GIT_REF")
@@ -68,7 +75,7 @@ def _default_paths() -> list[Path]:
 
 
 @click.command("fmt")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--check", is_flag=True,
               help="Write nothing; list the files that would change and exit 1 if any would.")
 def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
@@ -77,6 +84,12 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
     PATHS default to `contracts policies`. Rewrites files in place and prints
     `path: reformatted` for each; with --check prints `path: would be reformatted` and
     writes nothing. Files without a callgate document are left alone.
+
+    \b
+    Exit codes:
+      0 formatted (or, with --check, every file already canonical)
+      1 with --check: a file would be reformatted
+      2 bad input: a path that is not there, a file that cannot be parsed
     """
     from callgate_rules.authoring.fmt import format_paths, write_formatted
 
@@ -98,44 +111,63 @@ def fmt_command(paths: tuple[Path, ...], check: bool) -> None:
 
 
 @click.command("export")
+@document_paths
 @click.option("--format", "tool_format", type=click.Choice(list(TOOL_FORMATS)), required=True,
               help="The API whose tool definitions to write.")
-@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
-@click.option("--output", "output_file", type=click.Path(path_type=Path),
+@click.option("--output", "output_file",
+              type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write the JSON to this file instead of stdout.")
-def export_command(tool_format: str, contracts_dir: str, output_file: Path | None) -> None:
+def export_command(paths: tuple[Path, ...], contracts_dir: Path | None,
+                   policies_dir: Path | None, tool_format: str,
+                   output_file: Path | None) -> None:
     """Write the contracts as an API's tool list (JSON), so the two never drift apart.
 
-    openai: Chat Completions tools; openai-responses: Responses API function tools;
-    anthropic: Messages API tools, examples as input_examples; mcp: MCP Tool objects.
-    A tool name or schema the API would reject is reported with its file (exit 2).
+    PATHS are folders or files of documents (default: contracts). openai: Chat Completions
+    tools; openai-responses: Responses API function tools; anthropic: Messages API tools,
+    examples as input_examples; mcp: MCP Tool objects.
+
+    \b
+    Exit codes:
+      0 written
+      2 bad input: documents with errors, no contract, a tool name or schema the API would
+        reject (named with its file), a file that cannot be written
     """
     from callgate_rules.integrations.formats import tool_definitions
 
-    config = load([contracts_dir])
+    documents = sort_paths("export", paths, contracts_dir, policies_dir,
+                           defaults=("contracts",)).documents
+    config = load(documents)
     if not config.contracts:
-        raise InputError(f"{contracts_dir}: no ToolContract documents to export")
+        raise InputError(f"{' '.join(map(str, documents))}: no ToolContract documents to "
+                         "export")
     tools = tool_definitions(config, tool_format)
     _write_output(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", output_file)
 
 
 @click.command("catalog")
-@click.option("--contracts", "contracts_dir", default="contracts", show_default=True)
-@click.option("--policies", "policies_dir", default="policies", show_default=True)
+@document_paths
 @click.option("--format", "output_format", type=click.Choice(["markdown", "html"]),
               default="markdown", show_default=True)
-@click.option("--output", "output_file", type=click.Path(path_type=Path),
+@click.option("--output", "output_file",
+              type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Write the catalogue to this file instead of stdout.")
-def catalog_command(contracts_dir: str, policies_dir: str, output_format: str,
+def catalog_command(paths: tuple[Path, ...], contracts_dir: Path | None,
+                    policies_dir: Path | None, output_format: str,
                     output_file: Path | None) -> None:
     """Write the function catalogue for process owners (Markdown or one HTML page).
 
-    Each tool with its owner, version, effect, confirmation, idempotency, timeout,
-    arguments, look-ups, rules and their messages, the rights that apply, and an example.
+    PATHS are folders or files of documents (default: contracts policies). Each tool with
+    its owner, version, effect, confirmation, idempotency, timeout, arguments, look-ups,
+    rules and their messages, the rights that apply, and an example.
+
+    \b
+    Exit codes:
+      0 written
+      2 bad input: documents with errors, a file that cannot be written
     """
     from callgate_rules.authoring.catalog import RENDERERS, load_catalog
 
-    catalog = load_catalog(contracts_dir, policies_dir)
+    catalog = load_catalog(*sort_paths("catalog", paths, contracts_dir, policies_dir).documents)
     _write_output(RENDERERS[output_format](catalog), output_file)
 
 

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from callgate_rules.cli.paths import default_scenarios, document_paths, sort_paths
 from callgate_rules.cli.progress import progress
-from callgate_rules.documents.source import read_data_file
+from callgate_rules.documents.source import read_data_file, read_text
 from callgate_rules.errors import InputError
 from callgate_rules.harness.world import WorldResolvers, check_world
 from callgate_rules.integrations.decision_log import open_decision_log
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
     from callgate_rules.harness.policytest import Coverage
     from callgate_rules.harness.scenarios import ScenarioResult
 
-CONTRACTS_OPTION = click.option("--contracts", "contracts_dir", default="contracts",
-                                show_default=True)
-POLICIES_OPTION = click.option("--policies", "policies_dir", default="policies",
-                               show_default=True)
 TEXT_OR_JSON_OPTION = click.option("--format", "output_format",
                                    type=click.Choice(["text", "json"]), default="text",
                                    show_default=True)
@@ -39,42 +36,62 @@ TEXT_OR_JSON_OPTION = click.option("--format", "output_format",
 # check ------------------------------------------------------------------------------------
 
 
+INPUT_FILE = click.Path(exists=True, dir_okay=False, allow_dash=True)
+NOT_EXECUTED = 1  # `callgate check`: the gate would not execute the call
+
+
 @click.command()
-@click.option("--call", "call_file", required=True,
+@document_paths
+@click.option("--call", "call_file", required=True, type=INPUT_FILE,
               help="The model's output: OpenAI, Anthropic or plain call JSON (- for stdin).")
-@click.option("--actor", "actor_file", required=True, help="The actor, as the host knows them.")
-@click.option("--world", "world_file", help="Records for the look-ups: collection → list.")
+@click.option("--actor", "actor_file", required=True, type=INPUT_FILE,
+              help="The actor, as the host knows them (YAML or JSON).")
+@click.option("--world", "world_file", type=INPUT_FILE,
+              help="Records for the look-ups: collection → list.")
 @click.option("--now", "now_text", help="The time of the decision, RFC 3339 (default: now).")
-@click.option("--session", "session_file", help="Facts about the session (YAML or JSON).")
-@click.option("--conversation", "conversation_file",
+@click.option("--session", "session_file", type=INPUT_FILE,
+              help="Facts about the session (YAML or JSON).")
+@click.option("--conversation", "conversation_file", type=INPUT_FILE,
               help="The messages that led to the call (OpenAI or Anthropic format), to work "
                    "out where each argument value came from.")
-@CONTRACTS_OPTION
-@POLICIES_OPTION
 @TEXT_OR_JSON_OPTION
 @click.option("--explain", is_flag=True,
-              help="Show each step and each rule evaluated, and each argument's sources.")
+              help="Show each step and each rule evaluated, the records each look-up found "
+                   "and which of them it kept, and each argument's sources.")
 def check(
+    paths: tuple[Path, ...],
+    contracts_dir: Path | None,
+    policies_dir: Path | None,
     call_file: str,
     actor_file: str,
     world_file: str | None,
     now_text: str | None,
     session_file: str | None,
     conversation_file: str | None,
-    contracts_dir: str,
-    policies_dir: str,
     output_format: str,
     explain: bool,
 ) -> None:
-    """Decide about one proposed call (steps 1–4, nothing is executed)."""
-    from callgate_rules.documents.compiler import load_config_for
+    """Decide about one proposed call (steps 1–4; nothing is executed).
 
+    PATHS are folders or files of documents (default: contracts policies). Prints the
+    route, the error class, the rule and the messages; --explain adds the trace.
+
+    \b
+    Exit codes:
+      0 the gate would execute the call (route execute)
+      1 it would not: refused, sent back to the model, to the user, or to a person for
+        confirmation or review (the route printed says which)
+      2 bad input: a file that cannot be read, documents with errors, a bad option
+    """
+    from callgate_rules.documents.compiler import load
+
+    documents = sort_paths("check", paths, contracts_dir, policies_dir).documents
     now = _parse_now(now_text)
     model_output = _read_call(call_file)
     actor = _read_mapping(actor_file, "the actor", "{id: U-7, tenant: acme, role: agent}")
     world = check_world(read_data_file(world_file, "the world"), world_file) if world_file \
         else {}
-    config = load_config_for(contracts_dir, policies_dir)
+    config = load(documents)
     session = _read_mapping(session_file, "the session", "{authenticated: true}") \
         if session_file else None
     conversation = read_data_file(conversation_file, "the conversation") \
@@ -92,6 +109,7 @@ def check(
         click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
     else:
         _print_decision(decision, explain)
+    sys.exit(0 if decision.route == "execute" else NOT_EXECUTED)
 
 
 def _parse_now(text: str | None) -> datetime | None:
@@ -110,7 +128,7 @@ def _parse_now(text: str | None) -> datetime | None:
 def _read_call(path: str) -> Any:
     """JSON is handed to the gate as text, so a malformed call is the gate's verdict."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else read_text(Path(path), "the call")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: cannot read the call: {error}") from None
     if text.lstrip().startswith(("{", "[")) or path.endswith(".json") or path == "-":
@@ -150,9 +168,11 @@ def _print_decision(decision: Decision, explain: bool) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@CONTRACTS_OPTION
-@POLICIES_OPTION
+@document_paths
+@click.option("--scenarios", "scenario_paths", multiple=True,
+              type=click.Path(exists=True, path_type=Path),
+              help="A scenario file or folder (repeatable), besides those among the PATHS "
+                   "[default: examples/scenarios, else scenarios].")
 @click.option("--store", "store_url", default=None,
               help="Receipt store URL shared by all scenarios (default: a fresh SQLite file "
                    "per scenario in a temporary directory).")
@@ -160,18 +180,31 @@ def _print_decision(decision: Decision, explain: bool) -> None:
               default=None, help="Write every decision's log line to this file (JSON lines, "
                                  "appended), e.g. for `callgate replay`.")
 @TEXT_OR_JSON_OPTION
-def simulate(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
-             store_url: str | None, decision_log_path: Path | None, output_format: str) -> None:
-    """Run scenario suites against the simulator (default: examples/scenarios).
+def simulate(paths: tuple[Path, ...], contracts_dir: Path | None, policies_dir: Path | None,
+             scenario_paths: tuple[Path, ...], store_url: str | None,
+             decision_log_path: Path | None, output_format: str) -> None:
+    """Run scenario suites against the simulator.
 
-    Each scenario scripts the model's outputs, injects the destination's faults and
-    expects routes, error classes, messages and the number of writes. Exits 1 if any
-    expectation fails.
+    PATHS are folders or files (default: contracts policies); the YAML files among them
+    without a `kind` are scenarios, so `callgate simulate examples/banking` runs a folder
+    that holds documents and scenarios. Scenarios also come from --scenarios, and when
+    neither names any, from examples/scenarios (else scenarios/). Each scenario scripts the
+    model's outputs, injects the destination's faults and expects routes, error classes,
+    messages and the number of writes.
+
+    \b
+    Exit codes:
+      0 every expectation held
+      1 an expectation failed
+      2 bad input: a file that cannot be read, documents with errors, a bad option
     """
-    from callgate_rules.harness.scenarios import load_config_for, load_scenarios, run_scenarios
+    from callgate_rules.documents.compiler import load
+    from callgate_rules.harness.scenarios import load_scenarios, run_scenarios
 
-    config = load_config_for(contracts_dir, policies_dir)
-    scenarios = load_scenarios(paths or [Path("examples/scenarios")])
+    inputs = sort_paths("simulate", paths, contracts_dir, policies_dir, scenarios=True)
+    config = load(inputs.documents)
+    named = [*inputs.scenarios, *scenario_paths]
+    scenarios = load_scenarios(named or default_scenarios())
     if not scenarios:
         raise InputError("no scenarios found; pass scenario files or directories")
     log = open_decision_log(decision_log_path)
@@ -212,28 +245,36 @@ def _print_scenarios(results: list[ScenarioResult]) -> None:
 
 
 @click.command("test")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@CONTRACTS_OPTION
-@POLICIES_OPTION
+@document_paths
 @click.option("--coverage", "show_coverage", is_flag=True,
               help="Report the rules, routes and error classes no case exercised.")
 @click.option("--fail-under", "fail_under", type=click.FloatRange(0, 100), default=None,
               help="Exit 1 when coverage is below this percentage (implies --coverage).")
 @TEXT_OR_JSON_OPTION
 @click.option("-v", "--verbose", is_flag=True, help="List passing cases too.")
-def test_command(paths: tuple[Path, ...], contracts_dir: str, policies_dir: str,
-                 show_coverage: bool, fail_under: float | None, output_format: str,
-                 verbose: bool) -> None:
-    """Run PolicyTest cases (default: those under the policies directory).
+def test_command(paths: tuple[Path, ...], contracts_dir: Path | None,
+                 policies_dir: Path | None, show_coverage: bool, fail_under: float | None,
+                 output_format: str, verbose: bool) -> None:
+    """Run PolicyTest cases against the documents.
 
-    Prints every failing case with its file:line and expected against actual, field by
-    field, then `N passed, N failed`; exits 1 on any failure.
+    PATHS are folders or files (default: contracts policies). PolicyTest documents live
+    beside the others (policies/tests/) and are found there; PATHS that name only test
+    files run those against contracts/ and policies/. Prints every failing case with its
+    file:line and expected against actual, field by field, then `N passed, N failed`.
+
+    \b
+    Exit codes:
+      0 every case passed (and coverage is at least --fail-under)
+      1 a case failed, or coverage is below --fail-under
+      2 bad input: a file that cannot be read, documents with errors, a bad option
     """
+    from callgate_rules.documents.compiler import load
     from callgate_rules.harness.policytest import coverage, load_tests
-    from callgate_rules.harness.scenarios import load_config_for, run_scenarios
+    from callgate_rules.harness.scenarios import run_scenarios
 
-    config = load_config_for(contracts_dir, policies_dir)
-    cases = load_tests(paths or [Path(policies_dir)])
+    inputs = sort_paths("test", paths, contracts_dir, policies_dir)
+    config = load(inputs.documents)
+    cases = load_tests(inputs.tests if inputs.named_tests else inputs.documents)
     if not cases:
         raise InputError("no PolicyTest cases found; see `callgate test --help` and the README")
     with progress(len(cases), "testing", output_format) as advanced:
@@ -295,26 +336,32 @@ def _print_coverage(report: Coverage) -> None:
 
 
 @click.command("eval")
-@click.argument("control_set", type=click.Path(path_type=Path))
-@CONTRACTS_OPTION
-@POLICIES_OPTION
+@click.argument("control_set", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@document_paths
 @TEXT_OR_JSON_OPTION
 @click.option("--fail-under", "fail_under", type=click.FloatRange(0, 100), default=None,
               help="Exit 1 when the share of correct actions is below this percentage.")
-def eval_command(control_set: Path, contracts_dir: str, policies_dir: str, output_format: str,
+def eval_command(control_set: Path, paths: tuple[Path, ...], contracts_dir: Path | None,
+                 policies_dir: Path | None, output_format: str,
                  fail_under: float | None) -> None:
-    """Score recorded model outputs against a control set's expected outcomes.
+    """Score a control set's recorded model outputs against its expected outcomes.
 
-    Function choice, arguments and the gate's outcome are scored separately; wrong calls
-    are counted by reason. Nothing is executed. Exits 0 whatever the figures (it is a
-    measurement) unless --fail-under is given and the share of correct actions is below it.
+    CONTROL_SET is the file of requests; PATHS are folders or files of documents
+    (default: contracts policies). Function choice, arguments and the gate's outcome are
+    scored separately; wrong calls are counted by reason. Nothing is executed.
+
+    \b
+    Exit codes:
+      0 scored (whatever the figures: it is a measurement)
+      1 the share of correct actions is below --fail-under
+      2 bad input: a file that cannot be read, documents with errors, a bad option
     """
+    from callgate_rules.documents.compiler import load
     from callgate_rules.harness.control_set import load_control_set
     from callgate_rules.harness.evaluation import evaluate, report_lines
-    from callgate_rules.harness.scenarios import load_config_for
 
     requests = load_control_set(control_set)
-    config = load_config_for(contracts_dir, policies_dir)
+    config = load(sort_paths("eval", paths, contracts_dir, policies_dir).documents)
     with progress(len(requests.requests), "evaluating", output_format) as advanced:
         evaluation = evaluate(requests, config, advanced=advanced)
     if output_format == "json":

@@ -1,4 +1,4 @@
-"""The README's framework snippets, run as they stand there: each framework's test model
+"""The framework snippets of docs/how-to/frameworks.md, run as they stand there: each framework's test model
 proposes a write that needs a person; the snippet shows the draft and approves it."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from callgate_rules.harness.simulator import Simulator
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from tests.frameworks.conftest import DANA, REPO, WORLD, example, gate_bindings, needs
 
-SECTION = (REPO / "README.md").read_text(encoding="utf-8").split("\n## Frameworks\n", 1)[1] \
-    .split("\n## ", 1)[0]
+SECTION = (REPO / "docs" / "how-to" / "frameworks.md").read_text(encoding="utf-8")
 SNIPPETS = {module.split(".")[-1]: code for code in re.findall(r"```python\n(.*?)```", SECTION,
                                                              re.S)
-            for module in re.findall(r"integrations\.frameworks\.(\w+) import", code)}
+            for module in re.findall(r"integrations\.frameworks\.(\w+) import", code)
+            if not code.startswith("# excerpt")}  # the multi-process flows are excerpts
 USER_TEXT = "Tell Anna Petrova (anna.petrova@northwind.example) we are on it."
 EMAIL = {"to": "anna.petrova@northwind.example", "subject": "Your ticket", "body": "On it."}
 
@@ -62,9 +62,9 @@ def test_the_snippet_runs_and_the_person_confirms_one_write(framework: str,
     shown: list[str] = []
     namespace: dict[str, Any] = {"gate": gate, "model": _model(framework), "actor": DANA,
                                  "user_text": USER_TEXT, "show": shown.append}
-    code = compile(SNIPPETS[framework], f"README.md ({framework})", "exec",
+    code = compile(SNIPPETS[framework], f"docs/how-to/frameworks.md ({framework})", "exec",
                    flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    running = eval(code, namespace)  # noqa: S307 - the README's own code
+    running = eval(code, namespace)  # noqa: S307 - the page's own code
     if running is not None:
         asyncio.run(running)
     assert len(shown) == 1 and "anna.petrova@northwind.example" in shown[0]

@@ -1,5 +1,5 @@
-"""The README's Service section: every shell example that is not marked as an excerpt runs
-here, with curl and jq, against a real ``callgate serve``, and prints what the README says."""
+"""The Service section of docs/how-to/deploy-service.md: every shell example that is not marked as an excerpt runs
+here, with curl and jq, against a real ``callgate serve``, and prints what the page says."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import pytest
 
 from .conftest import REPO, Server, start_server, token
 
-SECTION = re.compile(r"^## Service: `callgate serve`\n(.*?)^## ", re.S | re.M)
+SECTION = re.compile(r"^# Service: `callgate serve`\n(.*?)^## ", re.S | re.M)
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 
 
 def examples() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "how-to" / "deploy-service.md").read_text()
     section = SECTION.search(text)
-    assert section is not None, "the README has no Service section"
+    assert section is not None, "the page has no Service section"
     return [block for block in BLOCK.findall(section.group(1))
             if not block.startswith("# excerpt")]
 

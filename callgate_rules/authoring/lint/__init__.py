@@ -7,6 +7,7 @@ checks live by what they look at:
 - ``expressions``: what the CEL reads (variables, optional fields, placeholders);
 - ``typecheck``: every expression type-checked (``cel.checker``) against what each
   variable holds where it runs;
+- ``cost``: every expression's worst-case cost (``cel.cost``) held to the limit;
 - ``rules``: rules that can never decide anything;
 - ``disclosure``: what a refusal may reveal;
 - ``declarations``: routes, examples and idempotency as the documents declare them;
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from callgate_rules.authoring.lint.cascade import broken
+from callgate_rules.authoring.lint.cost import check_cost
 from callgate_rules.authoring.lint.declarations import (
     check_examples,
     check_routes,
@@ -39,6 +41,8 @@ from callgate_rules.authoring.lint.expressions import (
     check_message_fields,
     check_variables,
 )
+from callgate_rules.authoring.lint.placeholders import check_placeholder_fields
+from callgate_rules.authoring.lint.policytests import check_test_files
 from callgate_rules.authoring.lint.report import (
     CODE_DESCRIPTIONS,
     FORMATS,
@@ -80,11 +84,14 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_yaml_traps,
     check_variables,
     check_types,
+    check_cost,
     check_routes,
     check_examples,
     check_disclosure,
     check_access_coverage,
     check_message_fields,
+    check_placeholder_fields,
+    check_test_files,
     check_constant_rules,
     check_shadowed_rules,
     check_allows_always_denied,
