@@ -12,9 +12,11 @@ from typing import Any
 
 import click
 
-from callgate_rules.documents.compiler import build_routing, compile_paths
+from callgate_rules.cli.paths import DEFAULT_DOCUMENTS, document_paths, sort_paths
+from callgate_rules.documents.compiler import build_routing, load
 from callgate_rules.documents.durations import parse_duration
 from callgate_rules.errors import InputError
+from callgate_rules.integrations.drafts import shown
 from callgate_rules.store import (
     SQLITE_PREFIX,
     SQLITE_SUFFIXES,
@@ -36,17 +38,28 @@ BY_OPTION = click.option("--by", "by", envvar="USER", default="reviewer", show_d
 
 @click.group()
 def receipts() -> None:
-    """The receipt store: purge old receipts, run migrations."""
+    """The receipt store: purge old receipts, run migrations.
+
+    \b
+    Exit codes:
+      0 done
+      2 bad input: a store that cannot be opened, a bad duration or option
+    """
 
 
 @receipts.command("purge")
+@document_paths
 @STORE_OPTION
 @click.option("--older-than", "older_than", default=None,
               help="A duration such as 720h, 30d or P30D (default: the RoutingTable's retention).")
-@click.option("--policies", "policies_dir", default="policies", show_default=True)
-def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) -> None:
-    """Delete finished receipts and resolved reviews older than the retention."""
-    seconds = _retention_seconds(policies_dir) if older_than is None \
+def receipts_purge(paths: tuple[Path, ...], contracts_dir: Path | None,
+                   policies_dir: Path | None, store_url: str, older_than: str | None) -> None:
+    """Delete finished receipts and resolved reviews older than the retention.
+
+    The retention is --older-than, else the RoutingTable's among the documents in PATHS
+    (default: contracts policies), else the built-in one when there are no documents.
+    """
+    seconds = _retention_seconds(paths, contracts_dir, policies_dir) if older_than is None \
         else _duration_seconds(older_than)
     store = open_store(store_url)
     try:
@@ -57,12 +70,15 @@ def receipts_purge(store_url: str, older_than: str | None, policies_dir: str) ->
                f"{store.url}")
 
 
-def _retention_seconds(policies_dir: str) -> float:
-    """The RoutingTable's retention, or the built-in one when there is no table."""
-    compilation = compile_paths([policies_dir]) if Path(policies_dir).exists() else None
-    routing = compilation.config.routing if compilation and compilation.config \
-        else build_routing({}, None)
-    return routing.retention_seconds
+def _retention_seconds(paths: tuple[Path, ...], contracts_dir: Path | None,
+                       policies_dir: Path | None) -> float:
+    """The RoutingTable's retention, or the built-in one when there is no table. Documents
+    with errors stop the purge: the wrong retention would delete what should be kept."""
+    named = paths or contracts_dir is not None or policies_dir is not None
+    if not named and not any(Path(name).exists() for name in DEFAULT_DOCUMENTS):
+        return build_routing({}, None).retention_seconds
+    documents = sort_paths("receipts purge", paths, contracts_dir, policies_dir).documents
+    return load(documents).routing.retention_seconds
 
 
 def _duration_seconds(text: str) -> float:
@@ -90,7 +106,13 @@ def receipts_migrate(store_url: str) -> None:
 
 @click.group()
 def review() -> None:
-    """The review queue: outcomes handed over to a person."""
+    """The review queue: outcomes handed over to a person.
+
+    \b
+    Exit codes:
+      0 done
+      2 bad input: a store that cannot be opened, no such item, an item already resolved
+    """
 
 
 @review.command("list")
@@ -120,7 +142,7 @@ def review_table(items: list[ReviewItem]) -> list[str]:
     """The review items as a table with a header: one line each, times in UTC."""
     rows = [(item.review_id, str(item.status), item.reason,
              f"{item.created_at.astimezone(UTC):%Y-%m-%d %H:%M}", item.taken_by or "-",
-             item.summary + (f" -> {item.resolution} by {item.resolved_by}"
+             shown(item.summary) + (f" -> {item.resolution} by {item.resolved_by}"
                              if item.resolution else ""))
             for item in items]
     header = ("REVIEW ID", "STATUS", "REASON", "CREATED (UTC)", "TAKEN BY", "SUMMARY")
@@ -142,9 +164,24 @@ def review_take(by: str, store_url: str) -> None:
     if item is None:
         click.echo("no open review item")
         return
-    click.echo(f"{item.review_id} taken by {item.taken_by}: {item.reason}: {item.summary}")
-    if item.payload:
-        click.echo(json.dumps(dict(item.payload), indent=2, ensure_ascii=False, default=str))
+    click.echo(f"{item.review_id} taken by {item.taken_by}: {item.reason}: "
+               f"{shown(item.summary)}")
+    for line in item_lines(item):
+        click.echo(line)
+
+
+def item_lines(item: ReviewItem) -> list[str]:
+    """What ``take`` shows of an item: a confirmation's draft as the one renderer of
+    drafts writes it (``integrations.drafts``), then the rest of its payload as JSON in
+    which every character outside ASCII is escaped, so nothing in it can pass unseen."""
+    payload = dict(item.payload)
+    lines = []
+    if isinstance(payload.get("draft"), str):
+        lines.extend(["What a person is asked to confirm:", payload.pop("draft")])
+        payload.pop("arguments", None)  # the draft shows each of them
+    if payload:
+        lines.append(json.dumps(payload, indent=2, ensure_ascii=True, default=str))
+    return lines
 
 
 @review.command("resolve")

@@ -61,6 +61,7 @@ from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.outcome import Rejection
+from callgate_rules.taxonomy import Route
 
 REQUEST_TEXT_WIDTH = 44
 
@@ -268,8 +269,16 @@ class Totals:
     correct_actions: Share
     wrong_calls: Mapping[str, int]  # reason → count
     stopped_by_gate: Mapping[str, int]  # error class → count, expected or not
+    # of the calls expected to run (error class none or confirmation_required), those the
+    # gate held for a person: how often a person is asked
+    confirmations: Share = Share(0, 0)
+
+    @property
+    def confirmations_per_100(self) -> float | None:
+        return self.confirmations.percent
 
     def as_dict(self) -> dict[str, Any]:
+        per_100 = self.confirmations_per_100
         return {
             "requests": self.function_choice.total,
             "function_choice": self.function_choice.as_dict(),
@@ -280,6 +289,9 @@ class Totals:
                             "by_reason": dict(self.wrong_calls)},
             "stopped_by_gate": {"total": sum(self.stopped_by_gate.values()),
                                 "by_error_class": dict(self.stopped_by_gate)},
+            "confirmations": {"asked": self.confirmations.correct,
+                              "calls_expected_to_run": self.confirmations.total,
+                              "per_100": round(per_100, 1) if per_100 is not None else None},
         }
 
 
@@ -327,6 +339,7 @@ def evaluate(control_set: ControlSet, config: GateConfig, *,
 
 def totals(results: Sequence[RequestResult]) -> Totals:
     chosen = [r for r in results if r.arguments_ok is not None]
+    expected_to_run = [r for r in results if r.request.expect.expects_execution]
     wrong_calls = Counter(r.wrong_call for r in results if r.wrong_call is not None)
     stopped = Counter(str(r.decision.error_class) for r in results
                       if r.decision is not None and r.decision.error_class not in LET_THROUGH)
@@ -337,6 +350,9 @@ def totals(results: Sequence[RequestResult]) -> Totals:
         correct_actions=Share(sum(r.correct for r in results), len(results)),
         wrong_calls=_most_first(wrong_calls),
         stopped_by_gate=_most_first(stopped),
+        confirmations=Share(sum(r.decision is not None and
+                                r.decision.route == Route.AWAIT_CONFIRMATION
+                                for r in expected_to_run), len(expected_to_run)),
     )
 
 
@@ -363,6 +379,7 @@ def report_lines(evaluation: Evaluation) -> list[str]:
         f"outcome            {t.outcome}",
         f"wrong calls        {_counts(t.wrong_calls)}",
         f"stopped by gate    {_counts(t.stopped_by_gate)}",
+        f"confirmations      {_per_100(t.confirmations)}",
         f"correct actions    {t.correct_actions}",
     ]
     return lines
@@ -373,6 +390,14 @@ def _counts(counts: Mapping[str, int]) -> str:
     if not total:
         return "0"
     return f"{total}  ({', '.join(f'{reason} {n}' for reason, n in counts.items())})"
+
+
+def _per_100(asked: Share) -> str:
+    """``2 of 10 calls expected to run (20.0 per 100)``: how often a person is asked."""
+    if not asked.total:
+        return "0 (no call expected to run)"
+    return f"{asked.correct} of {asked.total} calls expected to run " \
+           f"({100 * asked.correct / asked.total:.1f} per 100)"
 
 
 def _shorten(text: str) -> str:

@@ -21,6 +21,8 @@ from callgate_rules.errors import ConfirmationError
 from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.store.base import Receipt, ReceiptStore
 
+NOTHING_WAITING = "no operation is waiting for this confirmation"
+
 
 @dataclass(frozen=True)
 class TokenClaims:
@@ -77,7 +79,7 @@ def waiting_receipt(store: ReceiptStore, secret: bytes, token: str,
     claims = read(token)
     receipt = store.get(claims.operation_id)
     if receipt is None:
-        raise ConfirmationError("no operation is waiting for this confirmation")
+        raise ConfirmationError(NOTHING_WAITING)
     verify(secret, token, actor, receipt.args_hash, now)
     return receipt
 

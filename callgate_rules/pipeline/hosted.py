@@ -39,10 +39,18 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
+from urllib.parse import quote, unquote
 
 from callgate_rules.documents.model import GateConfig
-from callgate_rules.errors import CallgateError, ConfirmationError, LeaseLost, StoreError
+from callgate_rules.errors import (
+    CallgateError,
+    ConfirmationError,
+    LeaseLost,
+    OperationIdReused,
+    StoreError,
+)
 from callgate_rules.integrations import confirmation
+from callgate_rules.pipeline.approvals import record_approval
 from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
@@ -53,6 +61,7 @@ from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.runs import run_from_history
 from callgate_rules.store.base import Receipt, ReceiptState, holds_lease
 from callgate_rules.store.history import HistoryEntry
+from callgate_rules.store.scoping import Scope
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
 Observer = Callable[[Decision], None]  # called with every decision the flow records
@@ -145,7 +154,12 @@ class HostedWrites:
         try:
             machine = self.gate.write_machine(progress, actor, request_id)
             if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+                # never another actor's held write: no token for it, no hold over it (an
+                # allowed write's ID alone says nothing; its claim checks the same)
+                self._not_anothers(machine.operation.operation_id, actor, request_id)
                 return self._hold(decision, progress, machine)
+        except OperationIdReused:
+            raise  # a refusal (409), not the store failing
         except StoreError as error:
             return self._ended(decision, progress, store_failed(
                 error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)), None)
@@ -167,8 +181,9 @@ class HostedWrites:
                 decision = self._write_decided(decision, progress, actor, request_id)
             done = self._record(self._remembered(decision, progress, run_id, request_id))
             return Step(Action.DONE, done.operation_id or "", done)
-        machine = self._hosted_machine(progress, actor, request_id)
+        machine = self._hosted_machine(progress, actor, request_id, rule=decision.rule)
         operation = machine.operation.operation_id
+        self._not_anothers(operation, actor, request_id)
         if run_id is not None and not self._in_run(operation, run_id):  # else decide did
             self._remembered(replace(decision, operation_id=operation), progress, run_id,
                              request_id)
@@ -182,11 +197,18 @@ class HostedWrites:
         A write a person released is decided again with the ``session`` the host passes
         now, as ``confirm`` does: if the actor's rights no longer hold, nothing runs."""
         receipt = self._receipt(operation_id, actor)
+        if released_by_a_person(receipt):  # the approval's time is checked again here
+            lapsed = approval_lapsed(receipt, self.gate.clock())
+            if lapsed is not None:
+                return self._done(self.gate.plans.router.refused_confirmation(lapsed))
         decision, progress, machine = self._resumed(receipt, session, lease=None)
         if released_by_a_person(receipt) and not goes_on(decision):
             return self._done(self.gate.plans.router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
                 decision))
+        if released_by_a_person(receipt) and receipt.confirmed_by is not None:  # approval_covers
+            record_approval(self.gate.histories, self.gate.count, progress.variables,
+                            receipt, approved_by=receipt.confirmed_by, now=self.gate.clock())
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
 
@@ -214,20 +236,21 @@ class HostedWrites:
     # -- confirmation ----------------------------------------------------------------------
 
     def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
-                session: Mapping[str, Any] | None = None) -> Step:
+                session: Mapping[str, Any] | None = None, scope: Scope | None = None) -> Step:
         """A person confirmed: the token is verified (operation, actor, arguments, expiry),
         the actor's rights are checked again, and the write is claimed for the host."""
         gate, router = self.gate, self.gate.plans.router
         now = gate.clock()
         try:
+            if not self._confirmable(token, actor, scope):  # another actor's: as if missing
+                raise ConfirmationError(confirmation.NOTHING_WAITING)
             receipt = confirmation.waiting_receipt(gate.store, gate.secret, token, actor, now)
         except ConfirmationError as error:
             return self._done(router.refused_confirmation(str(error)))
         except StoreError as error:
             return self._done(router.refused_confirmation(STORE_DOWN, detail=str(error)))
         decision, progress, machine = self._resumed(receipt, session, lease=None)
-        if receipt.state == ReceiptState.AWAITING_CONFIRMATION and \
-                decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:
+        if receipt.state == ReceiptState.AWAITING_CONFIRMATION and not goes_on(decision):
             return self._done(router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
                 decision))
@@ -240,6 +263,8 @@ class HostedWrites:
         if not claim.may_execute:  # replayed, or released on the page: claim as usual
             return self.claim_operation(receipt.operation_id, actor=actor, session=session)
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
+        record_approval(gate.histories, gate.count, progress.variables, receipt,  # covers
+                        approved_by=confirmed_by, now=now)
         return self._paused(decision, progress, machine, State.SEND)
 
     def approve(self, operation_id: str, *, approver: str, note: str = "") -> Receipt:
@@ -249,20 +274,28 @@ class HostedWrites:
         has (none are stored), are checked again when the host claims it
         (``claim_operation`` with the session)."""
         receipt = self._held(operation_id)
+        now = self.gate.clock()  # the server's clock decides, at the moment of approval
+        expires = receipt.confirmation_expires_at
+        if expires is not None and now >= expires:
+            raise ConfirmationExpired(
+                f"this confirmation expired at {expires.isoformat()} and can no longer be "
+                "approved; nothing was executed. The assistant has to propose the call again.")
         said = f"confirmed by {approver}; released for the host to execute" + \
             (f" ({note})" if note else "")
-        return self._settle(receipt, approver, ErrorClass.TRANSIENT, said)
+        return self._settle(receipt, approver, ErrorClass.TRANSIENT, said, now)
 
     def decline(self, operation_id: str, *, by: str, note: str = "") -> Receipt:
-        """A person declined a held write: it is refused for good, with who and why."""
+        """A person declined a held write: it is refused for good, with who and why (an
+        expired one too: declining runs nothing)."""
         receipt = self._held(operation_id)
         said = f"declined by {by}" + (f": {note}" if note else "")
         return self._settle(receipt, by, ErrorClass.FORBIDDEN, said)
 
-    def pending(self, limit: int = 100) -> list[Receipt]:
-        """The writes waiting for a person, oldest first (their drafts in ``detail``)."""
+    def pending(self, limit: int = 100, scope: Scope | None = None) -> list[Receipt]:
+        """The writes waiting for a person, oldest first (their drafts in ``detail``); only
+        those ``scope`` admits, when given."""
         return self.gate.store.list_receipts(state=ReceiptState.AWAITING_CONFIRMATION,
-                                             limit=limit)
+                                             limit=limit, scope=scope)
 
     # -- the parts -------------------------------------------------------------------------
 
@@ -334,11 +367,12 @@ class HostedWrites:
             return False
 
     def _hosted_machine(self, progress: Progress, actor: Mapping[str, Any], request_id: str,
-                        lease: str | None = None) -> WriteMachine:
+                        lease: str | None = None, *, rule: str | None = None) -> WriteMachine:
         machine = self.gate.write_machine(progress, actor, request_id)
-        # The lease the host holds names when it was taken: the call deadline runs from there.
-        machine.worker = lease or \
-            f"host:{uuid.uuid4().hex}:{int(self.gate.clock().timestamp() * 1000)}"
+        # The lease the host holds names when it was taken: the call deadline runs from there;
+        # and the rule that allowed the write, which finish names (``_lease_rule``).
+        machine.worker = lease or (f"host:{uuid.uuid4().hex}:{quote(rule or '', safe='')}:"
+                                   f"{int(self.gate.clock().timestamp() * 1000)}")
         return machine
 
     def _resumed(self, receipt: Receipt, session: Mapping[str, Any] | None,
@@ -361,7 +395,12 @@ class HostedWrites:
         if lease is not None and not holds_lease(receipt, lease):
             raise LeaseLost(f"lease {lease!r} no longer holds operation "
                             f"{receipt.operation_id!r} (it is {receipt.state}); claim it again")
-        machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease)
+        allowed_by = _lease_rule(lease) if lease is not None else None
+        if allowed_by:  # the rule that allowed it at the claim, not today's check's verdict
+            decision = replace(decision, rule=allowed_by, log={**decision.log,
+                                                               "rule": allowed_by})
+        machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease,
+                                       rule=decision.rule if goes_on(decision) else None)
         retries = machine.retries
         retries.count = max(receipt.attempts - 1, 0)
         retries.deadline = _lease_taken(machine.worker, receipt) + \
@@ -413,20 +452,45 @@ class HostedWrites:
         if receipt is None:
             raise UnknownOperation(f"no operation {operation_id!r}")
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
-            raise ConfirmationError(f"operation {operation_id!r} is no longer waiting for a "
-                                    f"person (it is {receipt.state})")
+            raise AlreadyDecided(already_decided(receipt))
         return receipt
 
+    def _not_anothers(self, operation_id: str, actor: Mapping[str, Any],
+                      request_id: str) -> None:
+        """An operation ID is made from the request ID and the call, not the actor: a
+        decision or a claim that meets another actor's receipt under it (a request ID
+        reused) is refused, never answered with that receipt, its token or its hold, nor
+        allowed to take its claim over. (The service puts the caller's pinned identity into
+        the request ID, ``server.api.scoped_request_id``, so another tenant never meets
+        it at all.)"""
+        try:
+            found = self.gate.store.get(operation_id)
+        except StoreError:
+            return  # the claim itself meets the store's failure, and routes it
+        if found is not None and canonical_json(found.actor) != canonical_json(dict(actor)):
+            raise OperationIdReused(f"request_id {request_id!r} already names another call; "
+                                    "send each call with a request_id of its own")
+
+    def _confirmable(self, token: str, actor: Mapping[str, Any], scope: Scope | None) -> bool:
+        """May this caller use the token at all: its operation, if stored, is the actor's
+        and in the caller's scope (anything else answers as a missing operation)."""
+        found = self.gate.store.get(confirmation.read(token).operation_id)
+        if found is None:
+            return True  # waiting_receipt says it is missing
+        return canonical_json(found.actor) == canonical_json(dict(actor)) and \
+            (scope is None or scope.admits(found.tool, found.actor))
+
     def _settle(self, receipt: Receipt, by: str, error_class: ErrorClass,
-                detail: str) -> Receipt:
-        """Take a held write out of waiting: as the person ``by``, then record it."""
-        store, now = self.gate.store, self.gate.clock()
+                detail: str, now: datetime | None = None) -> Receipt:
+        """Take a held write out of waiting: as the person ``by``, then record it. The
+        store's ``claim_confirmed`` moves only a waiting receipt, so of two people deciding
+        at once one is recorded and the other told it was already decided."""
+        store, now = self.gate.store, now or self.gate.clock()
         worker = f"page:{uuid.uuid4().hex}"
         claim = store.claim_confirmed(receipt.operation_id, confirmed_by=by, worker=worker,
                                       lease=timedelta(seconds=30), now=now)
         if not claim.may_execute:
-            raise ConfirmationError(f"operation {receipt.operation_id!r} was settled "
-                                    f"meanwhile (it is {claim.receipt.state})")
+            raise AlreadyDecided(already_decided(claim.receipt))
         return store.finish(receipt.operation_id, worker=worker, state=ReceiptState.FAILED,
                             now=now, error_class=str(error_class), detail=detail)
 
@@ -451,10 +515,54 @@ class HostedWrites:
         return recorded
 
 
+class ConfirmationExpired(ConfirmationError):
+    """A person tried to approve a draft after its confirmation expired."""
+
+
+class AlreadyDecided(ConfirmationError):
+    """A person tried to approve or decline a draft someone already decided."""
+
+
+def already_decided(receipt: Receipt) -> str:
+    """Who decided a draft before, in words for the person who tried again."""
+    operation = receipt.operation_id
+    if receipt.confirmed_by is None:
+        return (f"operation {operation!r} is no longer waiting for a person (it is "
+                f"{receipt.state}); nothing was changed")
+    verdict = "declined" if receipt.error_class == ErrorClass.FORBIDDEN and \
+        receipt.state == ReceiptState.FAILED else "approved"
+    when = f" at {receipt.confirmed_at.isoformat()}" if receipt.confirmed_at else ""
+    return (f"already decided: operation {operation!r} was {verdict} by "
+            f"{receipt.confirmed_by}{when}; a decision is recorded once, nothing was changed")
+
+
+def approval_lapsed(receipt: Receipt, now: datetime) -> str | None:
+    """Why a write a person released may not run now, or ``None``: the approval must have
+    been given before the confirmation expired, and the host must claim it before then too
+    (an expired draft never executes, however it was released)."""
+    expires = receipt.confirmation_expires_at
+    if expires is None:
+        return None
+    if receipt.confirmed_at is None or receipt.confirmed_at >= expires:
+        return f"it was approved after its confirmation expired at {expires.isoformat()}"
+    if now >= expires:
+        return (f"its confirmation expired at {expires.isoformat()}, before the host claimed "
+                "the approved write")
+    return None
+
+
 def released_by_a_person(receipt: Receipt) -> bool:
     """Was the write confirmed or approved by a person, and is it waiting to be sent?"""
     return receipt.confirmed_by is not None and receipt.state == ReceiptState.FAILED and \
         receipt.error_class == ErrorClass.TRANSIENT
+
+
+def _lease_rule(lease: str) -> str | None:
+    """The rule that allowed the write a lease of ``_hosted_machine``'s making was taken for
+    (the store fences the lease, so a host cannot alter it): ``finish`` and ``reconcile``
+    name it, even when the host does not repeat the session the rule read."""
+    parts = lease.split(":")
+    return unquote(parts[2]) or None if len(parts) == 4 and parts[0] == "host" else None
 
 
 def _lease_taken(lease: str, receipt: Receipt) -> datetime:

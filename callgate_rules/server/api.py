@@ -6,17 +6,30 @@ gate is synchronous) under the service's concurrency limit. The host authenticat
 bearer token (``integrations.identity``); the ``actor`` of a request is the host's word for
 who the call is for, and any actor field the token maps is pinned: a body that contradicts
 it is refused (403), a body that lacks it gets it from the token.
+
+Everything a caller sees or acts on is scoped by those pinned fields (``caller_scope``):
+the pending confirmations, the review queue (list, take, resolve) and every operation
+(claim, finish, reconcile, confirm). Another tenant's item answers exactly as a missing
+one: the same status and the same body.
+
+The host's ``request_id`` and ``run_id`` are scoped by them too (``scoped_request_id``):
+two tenants that send the same call under the same request ID make two operations, so
+neither can find, block or confirm the other's write, and one tenant's IDs stay the same
+across instances and restarts (exactly once holds per tenant).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Request
 
 from callgate_rules.integrations.identity import identity_of
-from callgate_rules.pipeline.hosted import Failure
+from callgate_rules.pipeline.canonical import canonical_json
+from callgate_rules.pipeline.hosted import Failure, HostedWrites, UnknownOperation
+from callgate_rules.server.bundles import CurrentHosted
 from callgate_rules.server.models import (
     ClaimRequest,
     ConfirmRequest,
@@ -32,6 +45,7 @@ from callgate_rules.server.models import (
 from callgate_rules.server.problems import Problem
 from callgate_rules.server.service import Service
 from callgate_rules.store.base import ReviewStatus
+from callgate_rules.store.scoping import NOTHING, Scope, pinned_scope
 from callgate_rules.taxonomy import ErrorClass
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
@@ -39,8 +53,10 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     for status, title in ((400, "Malformed JSON or bad input"), (401, "No valid bearer token"),
                           (403, "The actor contradicts the token"), (404, "Unknown operation"),
                           (409, "Lease lost, or the operation was settled meanwhile"),
+                          (408, "The body did not arrive in time"),
                           (413, "Body too large"), (415, "Not JSON"),
                           (422, "The body does not match its schema"),
+                          (429, "Too many unfinished requests from this client"),
                           (503, "Receipt store unavailable, or the request took too long"))}
 
 
@@ -57,6 +73,38 @@ def pinned_actor(request: Request, actor: Mapping[str, Any]) -> dict[str, Any]:
     return {**actor, **identity.actor}
 
 
+def scoped_request_id(request: Request, given: str) -> str:
+    """The host's request ID (or run ID) in the namespace of its token's pinned claims:
+    ``p<digest>:<given>``, the digest a SHA-256 of their canonical JSON (the same in every
+    instance, without a secret: it separates tenants, it hides nothing). The operation ID
+    is made from it, so another tenant's identical call is another operation. Without
+    ``--auth`` (loopback only: the operator) the ID is the host's as given."""
+    identity = identity_of(request.scope)
+    if identity is None or not identity.actor:
+        return given
+    digest = hashlib.sha256(canonical_json(dict(identity.actor)).encode()).hexdigest()
+    return f"p{digest[:24]}:{given}"
+
+
+def caller_scope(request: Request, service: Service) -> Scope:
+    """What this caller may see and act on: the writes of the actor fields its verified
+    token pins; a token that pins none gets what ``--unscoped`` says; without ``--auth``
+    (loopback only) the caller is the operator and sees everything."""
+    identity = identity_of(request.scope)
+    if identity is None:
+        return Scope() if service.settings.verifier is None else NOTHING
+    if not identity.actor:
+        return service.unscoped()
+    return pinned_scope(identity.actor)
+
+
+def scoped_ids(request: Request, request_id: str,
+               run_id: str | None) -> tuple[str, str | None]:
+    """The request ID and the run ID (a run's history and budgets), both scoped."""
+    return scoped_request_id(request, request_id), \
+        None if run_id is None else scoped_request_id(request, run_id)
+
+
 def principal(request: Request) -> str:
     identity = identity_of(request.scope)
     return identity.principal if identity is not None else "anonymous"
@@ -64,16 +112,24 @@ def principal(request: Request) -> str:
 
 def api_router(service: Service) -> APIRouter:
     router = APIRouter(prefix="/v1", responses=PROBLEMS)
-    hosted = service.hosted
+    hosted = cast(HostedWrites, CurrentHosted(service))  # follows a reloaded bundle
+
+    def visible(request: Request, operation_id: str) -> None:
+        """A caller with no scope acts on no stored operation: answered as a missing one
+        (the same words ``HostedWrites`` uses). A token's pinned actor fields already
+        restrict the rest: an operation of another actor reads as unknown."""
+        if caller_scope(request, service) == NOTHING:
+            raise UnknownOperation(f"no operation {operation_id!r} for this actor")
 
     @router.post("/decide", response_model=DecisionOut, tags=["decisions"])
     async def decide(request: Request, body: DecideRequest) -> DecisionOut:
         """Steps 1–4 and the route, without executing anything; an allowed write carries
         its operation ID, a write that needs a person its draft and confirmation token."""
         actor = pinned_actor(request, body.actor)
+        request_id, run_id = scoped_ids(request, body.request_id, body.run_id)
         decision = await service.run("decide", lambda: hosted.decide(
-            body.model_output, actor=actor, request_id=body.request_id,
-            session=body.session, conversation=body.conversation, run_id=body.run_id),
+            body.model_output, actor=actor, request_id=request_id,
+            session=body.session, conversation=body.conversation, run_id=run_id),
             body.records)
         return DecisionOut.of(decision)
 
@@ -84,13 +140,14 @@ def api_router(service: Service) -> APIRouter:
         actor = pinned_actor(request, body.actor)
         if body.operation_id is not None:
             operation = body.operation_id
+            visible(request, operation)
             step = await service.run("claim", lambda: hosted.claim_operation(
                 operation, actor=actor, session=body.session), body.records)
         else:
-            request_id = body.request_id or ""
+            request_id, run_id = scoped_ids(request, body.request_id or "", body.run_id)
             step = await service.run("claim", lambda: hosted.claim(
                 body.model_output, actor=actor, request_id=request_id, session=body.session,
-                conversation=body.conversation, run_id=body.run_id), body.records)
+                conversation=body.conversation, run_id=run_id), body.records)
         return StepOut.of(step)
 
     @router.post("/finish", response_model=StepOut, tags=["writes"])
@@ -98,6 +155,7 @@ def api_router(service: Service) -> APIRouter:
         """What the destination answered (``result``) or how it failed (``failure``):
         verified, recorded, and the next step."""
         actor = pinned_actor(request, body.actor)
+        visible(request, body.operation_id)
         failure = None if body.failure is None else Failure(
             sent=body.failure.sent, detail=body.failure.detail,
             error_class=ErrorClass(body.failure.error_class) if body.failure.error_class
@@ -112,6 +170,7 @@ def api_router(service: Service) -> APIRouter:
         """What the destination holds under the operation ID: a late confirmation, a safe
         resend, or a person's review."""
         actor = pinned_actor(request, body.actor)
+        visible(request, body.operation_id)
         step = await service.run("reconcile", lambda: hosted.reconcile(
             body.operation_id, body.lease, actor=actor, found=body.found,
             session=body.session), body.records)
@@ -122,38 +181,45 @@ def api_router(service: Service) -> APIRouter:
         """A person confirmed: the token and the actor's rights are checked again and the
         write is claimed for the host to execute."""
         actor = pinned_actor(request, body.actor)
+        scope = caller_scope(request, service)
         step = await service.run("confirm", lambda: hosted.confirm(
             body.confirmation_token, actor=actor, confirmed_by=body.confirmed_by,
-            session=body.session), body.records)
+            session=body.session, scope=scope), body.records)
         return StepOut.of(step)
 
     @router.get("/confirmations", response_model=list[PendingOut], tags=["people"])
-    async def confirmations() -> list[PendingOut]:
-        """The writes waiting for a person, oldest first, with their drafts."""
-        pending = await service.run("confirmations", lambda: hosted.pending())
+    async def confirmations(request: Request) -> list[PendingOut]:
+        """The writes waiting for a person, oldest first, with their drafts: those of the
+        actors the caller's token pins."""
+        scope = caller_scope(request, service)
+        pending = await service.run("confirmations", lambda: hosted.pending(scope=scope))
         return [PendingOut.of(receipt) for receipt in pending]
 
     @router.get("/reviews", response_model=list[ReviewOut], tags=["people"])
-    async def reviews(status: ReviewStatus | None = None) -> list[ReviewOut]:
-        """The review queue (hand-overs), optionally of one status."""
+    async def reviews(request: Request, status: ReviewStatus | None = None
+                      ) -> list[ReviewOut]:
+        """The review queue (hand-overs) in the caller's scope, optionally of one status."""
+        scope = caller_scope(request, service)
         items = await service.run("reviews", lambda: hosted.gate.store.list_reviews(
-            status=status))
+            status=status, scope=scope))
         return [ReviewOut.of(item) for item in items]
 
     @router.post("/reviews/take", response_model=ReviewOut | None, tags=["people"])
     async def take(request: Request) -> ReviewOut | None:
-        """The oldest open item, now the caller's (the token's principal); null if none."""
-        who = principal(request)
+        """The oldest open item in the caller's scope, now the caller's (the token's
+        principal); null if none."""
+        who, scope = principal(request), caller_scope(request, service)
         item = await service.run("take", lambda: hosted.gate.store.take_review(
-            reviewer=who, now=hosted.gate.clock()))
+            reviewer=who, now=hosted.gate.clock(), scope=scope))
         return ReviewOut.of(item) if item is not None else None
 
     @router.post("/reviews/{review_id}/resolve", response_model=ReviewOut, tags=["people"])
     async def resolve(request: Request, review_id: str, body: ResolveRequest) -> ReviewOut:
-        """Close an item as succeeded or failed with a note; its receipt takes that state."""
-        who = principal(request)
+        """Close an item as succeeded or failed with a note; its receipt takes that state.
+        An item out of the caller's scope answers as a missing one (404)."""
+        who, scope = principal(request), caller_scope(request, service)
         item = await service.run("resolve", lambda: service.resolve(
-            review_id, body.resolution, body.note, who))
+            review_id, body.resolution, body.note, who, scope))
         return ReviewOut.of(item)
 
     return router

@@ -5,20 +5,27 @@ readiness, metrics and the OpenAPI document, in one app.
     /review           the review and confirmation page (login) page.py
     /openapi.json     the OpenAPI document of /v1
     /healthz          the process answers
-    /readyz           the receipt store answers (503 when it does not)
+    /readyz           the receipt store answers (503 when it does not, or not in time)
     /metrics          Prometheus text format                   metrics.py
 
-Outermost, ``RequestLimits`` bounds every request's body and time; then ``BearerAuth``
-guards ``/v1`` only (the page has its own login; probes and scrapes need none).
+Outermost, ``RequestLimits`` bounds every request's body, its time and each client's
+unfinished requests; then ``BearerAuth`` guards ``/v1`` only (the page has its own login;
+probes and scrapes need none). Readiness asks the store in a lane of its own, never
+waiting behind the gate's calls (and so never behind their look-ups), and answers within
+``readiness_timeout`` whatever the store does; its answer names no address and no
+driver's text (those go to the log).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import JSONResponse, Response
@@ -44,8 +51,10 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         LOGGER.info("callgate serve: %d tools, store %s", len(service.hosted.gate.config
                                                              .contracts), service.store.url)
-        yield
-        service.close()
+        try:
+            yield
+        finally:  # the store, the decision log, the bundle watch: closed however we stop
+            service.close()
 
     app = FastAPI(title="callgate decision API", version=API_VERSION, openapi_url=OPENAPI_URL,
                   docs_url=None, redoc_url=None, lifespan=lifespan,
@@ -56,18 +65,29 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
     install_handlers(app)
     app.include_router(api_router(service))
     app.include_router(page_router(service))
+    app.openapi = _exact_openapi(app, service)  # type: ignore[method-assign]
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:
         return JSONResponse({"status": "ok"})
 
+    readiness_lane = anyio.CapacityLimiter(2)  # not the gate's: never behind its look-ups
+
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
-        why = await service.run("readyz", service.ready)
+        seconds = settings.readiness_timeout
+        why: str | None = f"no answer within {seconds:g}s"
+        with anyio.move_on_after(seconds):
+            why = await anyio.to_thread.run_sync(service.ready, limiter=readiness_lane,
+                                                 abandon_on_cancel=True)
         if why is None:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "unavailable", "detail": f"receipt store: {why}"},
-                            status_code=503)
+            watch = service.bundle_watch  # a refused new bundle: still ready, on the old one
+            return JSONResponse({"status": "ready"} if watch is None else {
+                "status": "ready", "bundle": watch.state.serving,
+                **({"bundle_refused": watch.state.refused} if watch.state.refused else {})})
+        LOGGER.warning("/readyz: receipt store %s: %s", service.store.url, why)
+        return JSONResponse({"status": "unavailable", "detail": "the receipt store does not "
+                             "answer (the service's log says why)"}, status_code=503)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
@@ -77,7 +97,31 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
     guarded: ASGIApp = app
     if settings.verifier is not None:
         guarded = ApiAuth(app, BearerAuth(app, settings.verifier))
-    return RequestLimits(guarded, settings.max_body_bytes, settings.request_timeout)
+    return RequestLimits(guarded, settings.max_body_bytes, settings.request_timeout,
+                         body_timeout=settings.body_timeout,
+                         per_client=settings.client_concurrency)
+
+
+def _exact_openapi(app: FastAPI, service: Service) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI document as the models give it, made exact where only the loaded
+    configuration knows: ``records`` takes the look-up names some contract has, each
+    record matching that look-up's schemas (``LookupRecords.json_schema``)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = generate()
+            records = service.lookups.json_schema()
+            for component in document.get("components", {}).get("schemas", {}).values():
+                properties = component.get("properties", {})
+                if "records" in properties:
+                    described = properties["records"].get("description")
+                    properties["records"] = {**records, "description": described,
+                                             "default": None}
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    return openapi
 
 
 @dataclass
@@ -106,7 +150,7 @@ def _exporters(otel: str | None) -> tuple[Observer, ...]:
         SpanExporter,
     )
 
-    from callgate_rules.integrations.telemetry import DecisionSpans
+    from callgate_rules.integrations.telemetry import DecisionSpans, service_resource
 
     exporter: SpanExporter
     if otel == "console":
@@ -116,7 +160,7 @@ def _exporters(otel: str | None) -> tuple[Observer, ...]:
             OTLPSpanExporter,
         )
         exporter = OTLPSpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(resource=service_resource())  # service.name: callgate
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return (DecisionSpans(provider.get_tracer("callgate")),)

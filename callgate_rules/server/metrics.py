@@ -6,6 +6,8 @@
   regenerations, retries, hand_overs, budget_exhausted, shadow verdicts);
 - ``callgate_request_seconds{endpoint}`` — the latency of each API call, a histogram;
 - ``callgate_store_seconds{operation}`` — each receipt-store call, a histogram;
+- ``callgate_login_failures_total{reason}`` — failed sign-ins to the review page
+  (``bad_credentials``, ``bad_token``, ``rate_limited``, ``busy``);
 - ``callgate_review_queue_depth{status}`` and ``callgate_pending_confirmations`` — read
   from the store at each scrape (so every instance over one store reports the same).
 
@@ -49,6 +51,10 @@ class Metrics:
         self.requests = Histogram("callgate_request_seconds", "Latency of each API call",
                                   ["endpoint"], buckets=LATENCY_BUCKETS,
                                   registry=self.registry)
+        self.login_failures = Counter("callgate_login_failures", "Failed sign-ins to the "
+                                      "review page, by reason (bad_credentials, bad_token, "
+                                      "rate_limited, busy)", ["reason"],
+                                      registry=self.registry)
         self.store = Histogram("callgate_store_seconds", "Latency of each receipt-store "
                                "call", ["operation"], buckets=LATENCY_BUCKETS,
                                registry=self.registry)

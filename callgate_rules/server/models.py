@@ -6,11 +6,13 @@ a new request). The field names are the library's parameter names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from callgate_rules.integrations.drafts import of_receipt
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.hosted import Step
 from callgate_rules.store.base import Receipt, ReviewItem
@@ -46,8 +48,25 @@ class DecideRequest(Strict):
     records: dict[str, Any] | None = RECORDS
 
 
+# /v1/claim takes one of two shapes; the OpenAPI document says so exactly (a key given as
+# null counts as given, so "neither" and "both" are refused however they are spelt).
+CLAIM_SHAPES: dict[str, Any] = {"oneOf": [
+    {"title": "a call, decided again and claimed",
+     "required": ["model_output", "request_id"],
+     "properties": {"model_output": {"not": {"type": "null"}},
+                    "request_id": {"type": "string"}},
+     "not": {"required": ["operation_id"]}},
+    {"title": "an operation the store already has",
+     "required": ["operation_id"],
+     "properties": {"operation_id": {"type": "string"}},
+     "not": {"required": ["model_output"]}},
+]}
+
+
 class ClaimRequest(Strict):
     """Either the call (decided again, then claimed) or the ID of a stored operation."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=CLAIM_SHAPES)
 
     model_output: Any = Field(default=None, description="The call, as for /v1/decide")
     operation_id: str | None = Field(default=None, min_length=1, max_length=200,
@@ -61,9 +80,15 @@ class ClaimRequest(Strict):
 
     @model_validator(mode="after")
     def one_of(self) -> ClaimRequest:
-        if (self.model_output is None) == (self.operation_id is None):
-            raise ValueError("give either model_output (with request_id) or operation_id")
-        if self.model_output is not None and self.request_id is None:
+        given = self.model_fields_set
+        if ("model_output" in given) == ("operation_id" in given):
+            raise ValueError("give either model_output (with request_id) or operation_id, "
+                             "not both and not neither")
+        if "operation_id" in given and self.operation_id is None:
+            raise ValueError("operation_id may not be null")
+        if "model_output" in given and self.model_output is None:
+            raise ValueError("model_output may not be null")
+        if "model_output" in given and self.request_id is None:
             raise ValueError("request_id is required with model_output")
         return self
 
@@ -109,7 +134,33 @@ class ResolveRequest(Strict):
     note: str = Field(min_length=1, max_length=4000)
 
 
-class DecisionOut(BaseModel):
+def answerable(value: Any) -> Any:
+    """``value`` with every text encodable as UTF-8: a lone surrogate the model wrote (and
+    a decision echoes, e.g. as the tool's name) is answered as its escape, ``\\ud800``,
+    since no JSON answer can carry it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, Mapping):
+        return {answerable(key): answerable(member) for key, member in value.items()}
+    if isinstance(value, list | tuple):
+        return [answerable(member) for member in value]
+    return value
+
+
+class Answer(BaseModel):
+    """An answer of the API: every text in it can be sent (``answerable``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def encodable(cls, data: Any) -> Any:
+        return answerable(data)
+
+
+class DecisionOut(Answer):
     route: str
     error_class: str | None
     tool: str | None
@@ -144,7 +195,7 @@ class DecisionOut(BaseModel):
             review_id=(decision.extra or {}).get("review_id") or decision.log.get("review_id"))
 
 
-class StepOut(BaseModel):
+class StepOut(Answer):
     action: Literal["execute", "reconcile", "retry", "done"] = Field(
         description="execute: send it now under operation_id before deadline; reconcile: ask "
                     "the destination what it holds under operation_id and report it; retry: "
@@ -166,24 +217,28 @@ class StepOut(BaseModel):
                    decision=DecisionOut.of(step.decision) if step.decision else None)
 
 
-class PendingOut(BaseModel):
+class PendingOut(Answer):
     operation_id: str
     tool: str
     arguments: dict[str, Any]
     actor: dict[str, Any]
     draft: str | None
+    draft_rows: dict[str, Any] = Field(description=(
+        "The draft as rows (integrations.drafts.Draft): each argument's shown value, its "
+        "warnings and their evidence, the rule that held it, the user's requests"))
     created_at: datetime
     expires_at: datetime | None
 
     @classmethod
     def of(cls, receipt: Receipt) -> PendingOut:
+        held = of_receipt(receipt.detail, receipt.tool, receipt.arguments)
         return cls(operation_id=receipt.operation_id, tool=receipt.tool,
                    arguments=dict(receipt.arguments), actor=dict(receipt.actor),
-                   draft=receipt.detail, created_at=receipt.created_at,
-                   expires_at=receipt.confirmation_expires_at)
+                   draft=held.text(), draft_rows=held.as_dict(),
+                   created_at=receipt.created_at, expires_at=receipt.confirmation_expires_at)
 
 
-class ReviewOut(BaseModel):
+class ReviewOut(Answer):
     review_id: str
     tool: str
     reason: str

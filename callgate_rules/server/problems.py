@@ -1,10 +1,15 @@
 """Bad input and faults as problem details (RFC 9457), and the bounds of every request.
 
-A malformed body, an unknown field, a wrong content type, an oversized body, a request
-that takes too long: each is a 4xx (or a 503 for the store and the time limit) with an
-``application/problem+json`` body whose ``errors`` name the field — never a 500, never a
-traceback. ``RequestLimits`` is plain ASGI middleware, so a request over a bound is
-answered before the framework reads it.
+A malformed body, an unknown field, a wrong content type, an oversized body, a body that
+repeats a key or holds text that is not Unicode, a body too slow to arrive, too many
+unfinished requests from one client, a request that takes too long: each is a 4xx (or a
+503 for the store and the time limit) with an ``application/problem+json`` body whose
+``errors`` name the field — never a 500, never a traceback, and never the service's
+internals: connection strings, SQL, stack frames and a library's own error text go to the
+log only. ``RequestLimits`` is plain ASGI middleware, so a request over a bound is answered
+before the framework reads it; it reads every JSON body once with a decoder that refuses
+repeated keys and lone surrogates at any depth. (Headers that never finish arriving are
+the HTTP server's to cut off: ``server.connections``.)
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -56,9 +61,24 @@ def problem_body(status: int, title: str, detail: str,
 
 
 def problem_response(status: int, title: str, detail: str,
-                     errors: Iterable[Mapping[str, str]] = ()) -> Response:
+                     errors: Iterable[Mapping[str, str]] = (),
+                     headers: Mapping[str, str] | None = None) -> Response:
     return JSONResponse(problem_body(status, title, detail, errors), status_code=status,
-                        media_type=PROBLEM_TYPE)
+                        media_type=PROBLEM_TYPE, headers=dict(headers or {}))
+
+
+STORE_DOWN_DETAIL = ("the receipt store did not answer; nothing more is known yet. Retry "
+                     "in a moment: the operation's receipt says what happened (the "
+                     "service's log has the store's own words)")
+
+
+def public_message(error: Exception) -> str:
+    """What a person or a host may read of ``error``: a store's failure carries its
+    connection address and its driver's own text, which go to the log only."""
+    if isinstance(error, StoreError):
+        LOGGER.warning("receipt store: %s", error)
+        return STORE_DOWN_DETAIL
+    return str(error)
 
 
 def _field(location: Iterable[Any]) -> str:
@@ -96,13 +116,16 @@ def install_handlers(app: FastAPI) -> None:
 
     async def http(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
-        return problem_response(error.status_code, str(error.detail), str(error.detail))
+        # Starlette's 405 carries ``Allow`` (RFC 9110 §15.5.6); every header it sets is kept.
+        return problem_response(error.status_code, str(error.detail), str(error.detail),
+                                headers=error.headers)
 
     async def callgate(request: Request, error: Exception) -> Response:
         status, title = _status_of(error)
         if status >= 500:
             LOGGER.warning("%s %s: %s", request.method, request.url.path, error)
-        return problem_response(status, title, str(error))
+        return problem_response(status, title, public_message(error) if status >= 500
+                                else str(error))
 
     async def unexpected(request: Request, error: Exception) -> Response:
         LOGGER.exception("%s %s failed", request.method, request.url.path)
@@ -130,38 +153,86 @@ def _status_of(error: Exception) -> tuple[int, str]:
 
 @dataclass
 class RequestLimits:
-    """ASGI middleware: a body over ``max_body_bytes`` is a 413, a POST to the API that is
-    not JSON a 415, and a request not answered within ``timeout`` seconds a 503."""
+    """ASGI middleware, the bounds of every request:
+
+    - a body over ``max_body_bytes`` is a 413, a POST to the API that is not JSON a 415;
+    - a body not complete within ``body_timeout`` seconds of the headers is a 408 (and the
+      connection is closed: the rest of the body is never read);
+    - a client (source address) with ``per_client`` requests unfinished is answered 429
+      for the next one, until one of them ends;
+    - a JSON body that is not UTF-8, not JSON, repeats a key or holds a lone surrogate
+      (text no UTF-8 can carry) is a 400 naming the field;
+    - a request not answered within ``timeout`` seconds is a 503.
+    """
 
     app: ASGIApp
     max_body_bytes: int
     timeout: float
+    body_timeout: float = 10.0
+    per_client: int = 32
     json_prefix: str = "/v1/"
+    unfinished: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        client = str((scope.get("client") or ("unknown",))[0])
+        if self.unfinished.get(client, 0) >= self.per_client:
+            LOGGER.warning("%s: %d requests unfinished, %s %s refused", client,
+                           self.per_client, scope.get("method"), scope.get("path"))
+            await self._answer(send, 429, "Too many unfinished requests",
+                               f"this client has {self.per_client} requests unfinished; "
+                               "send the next when one has been answered",
+                               headers=[(b"retry-after", b"1")])
+            return
+        self.unfinished[client] = self.unfinished.get(client, 0) + 1
+        try:
+            await self._limited(scope, receive, send)
+        finally:
+            self.unfinished[client] -= 1
+            if not self.unfinished[client]:
+                del self.unfinished[client]
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await self._answer(send, 413, "Body too large", f"the body may have at most "
-                               f"{self.max_body_bytes} bytes")
+                               f"{self.max_body_bytes} bytes", close=True)
             return
         has_body = (length is not None and length != b"0") or b"transfer-encoding" in headers
+        kind = headers.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
         if has_body and scope.get("method") == "POST" and \
                 scope.get("path", "").startswith(self.json_prefix):
-            kind = headers.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
             if kind.lower() not in JSON_TYPES:
                 await self._answer(send, 415, "Unsupported media type",
                                    f"send the body as application/json, not {kind or 'none'}",
-                                   [{"field": "content-type", "message": "application/json"}])
+                                   [{"field": "content-type", "message": "application/json"}],
+                                   close=True)
                 return
-        body, too_large = await self._read(receive)
+        try:
+            with anyio.fail_after(self.body_timeout):
+                body, too_large = await self._read(receive)
+        except TimeoutError:
+            LOGGER.warning("%s %s: the body did not arrive within %gs", scope.get("method"),
+                           scope.get("path"), self.body_timeout)
+            await self._answer(send, 408, "Body too slow",
+                               f"the body did not arrive within {self.body_timeout:g}s",
+                               [{"field": "body", "message": "send the whole body at once"}],
+                               close=True)
+            return
         if too_large:
             await self._answer(send, 413, "Body too large", f"the body may have at most "
-                               f"{self.max_body_bytes} bytes")
+                               f"{self.max_body_bytes} bytes", close=True)
             return
+        if body and kind.lower() in JSON_TYPES:
+            try:
+                strict_json(body)
+            except Problem as refused:
+                await self._answer(send, refused.status, refused.title, refused.detail,
+                                   refused.errors)
+                return
         await self._bounded(scope, _replay(body, receive), send)
 
     async def _read(self, receive: Receive) -> tuple[bytes, bool]:
@@ -197,12 +268,80 @@ class RequestLimits:
 
     @staticmethod
     async def _answer(send: Send, status: int, title: str, detail: str,
-                      errors: Iterable[Mapping[str, str]] = ()) -> None:
+                      errors: Iterable[Mapping[str, str]] = (), *, close: bool = False,
+                      headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+        """A problem answered here; ``close`` when the body was not read to its end, so the
+        connection cannot carry another request."""
         body = json.dumps(problem_body(status, title, detail, errors)).encode()
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", PROBLEM_TYPE.encode()),
-            (b"content-length", str(len(body)).encode())]})
+            (b"content-length", str(len(body)).encode()), *headers,
+            *([(b"connection", b"close")] if close else [])]})
         await send({"type": "http.response.body", "body": body})
+
+
+class _Members(list[tuple[str, Any]]):
+    """An object's members in the order the body gave them, before repeats are looked for
+    (``json``'s ``object_pairs_hook``: a dict would keep the last copy silently)."""
+
+
+def strict_json(body: bytes) -> Any:
+    """``body`` as JSON, read as the service reads every request: UTF-8 (RFC 8259 §8.1),
+    each object's keys once, every string encodable as UTF-8 (no lone surrogate written as
+    ``\\ud800``). Anything else is a 400 problem naming the field."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Problem(400, "Not UTF-8", f"the body is not UTF-8 text (byte {error.start} "
+                      "cannot start a character); send JSON as UTF-8",
+                      [{"field": "body", "message": "not UTF-8"}]) from None
+    try:
+        parsed = json.loads(text, object_pairs_hook=_Members)
+        return _checked(parsed, "body")
+    except json.JSONDecodeError as error:
+        raise Problem(400, "Malformed JSON", f"the request body is not valid JSON: "
+                      f"{error.msg} (line {error.lineno}, column {error.colno})",
+                      [{"field": "body", "message": "not valid JSON"}]) from None
+    except RecursionError:
+        raise Problem(400, "Malformed JSON", "the request body nests too deeply",
+                      [{"field": "body", "message": "nested too deeply"}]) from None
+
+
+def _checked(value: Any, where: str) -> Any:
+    """``value`` with its members as dicts, once no key repeats and every text encodes."""
+    if isinstance(value, str):
+        _encodable(value, where)
+        return value
+    if isinstance(value, _Members):
+        members: dict[str, Any] = {}
+        for key, member in value:
+            inside = f"{where}.{_printable(key)}"
+            _encodable(key, inside)
+            if key in members:
+                raise Problem(400, "Repeated key", f"the key {_printable(key)!r} appears more "
+                              f"than once in {where}: which copy counts would be a guess",
+                              [{"field": inside, "message": "repeated key: send it once"}])
+            members[key] = _checked(member, inside)
+        return members
+    if isinstance(value, list):
+        return [_checked(member, f"{where}[{index}]") for index, member in enumerate(value)]
+    return value
+
+
+def _encodable(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise Problem(400, "Not Unicode text", f"{where} holds a lone surrogate "
+                      f"({_printable(text[error.start:error.end])}) at character "
+                      f"{error.start}: text must be valid Unicode",
+                      [{"field": where, "message": "a lone surrogate is not text: remove it "
+                                                   "or pair it"}]) from None
+
+
+def _printable(text: str) -> str:
+    """``text`` as it can be answered and logged: a lone surrogate as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -17,8 +17,12 @@ call (``with_records``), so concurrent requests never see each other's records.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
 import json
+import math
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -45,12 +49,29 @@ class LookupRecords:
     def __init__(self, config: GateConfig) -> None:
         self.collections: dict[str, set[str]] = {}
         self.validators: dict[str, list[Draft202012Validator]] = {}
+        self.schemas: dict[str, list[dict[str, Any]]] = {}
         for contract in config.contracts.values():
             for lookup in contract.lookups:
                 self.collections.setdefault(lookup.name, set()).add(lookup.collection)
                 validators = self.validators.setdefault(lookup.name, [])
+                schemas = self.schemas.setdefault(lookup.name, [])
                 if lookup.record_schema is not None:
                     validators.append(Draft202012Validator(lookup.record_schema))
+                    schemas.append(dict(lookup.record_schema))
+
+    def json_schema(self) -> dict[str, Any]:
+        """The body's ``records`` exactly as ``by_collection`` accepts them, for the OpenAPI
+        document: only the look-up names some contract has, each a record, a list of at
+        most ``MAX_RECORDS_PER_LOOKUP`` of them, or null; a record an object matching
+        every schema the contracts declare for that look-up."""
+        names: dict[str, Any] = {}
+        for name, schemas in sorted(self.schemas.items()):
+            record = {"allOf": [{"type": "object"}, *schemas]}
+            names[name] = {"anyOf": [record, {"type": "array", "items": record,
+                                              "maxItems": MAX_RECORDS_PER_LOOKUP},
+                                     {"type": "null"}]}
+        return {"anyOf": [{"type": "object", "properties": names,
+                           "additionalProperties": False}, {"type": "null"}]}
 
     def by_collection(self, given: Mapping[str, Any] | None,
                       field: str = "body.records") -> dict[str, list[Record]] | None:
@@ -156,22 +177,40 @@ MAX_RESOLVER_BYTES = 1024 * 1024
 class HttpResolver:
     """The look-ups' records from the host's endpoint (``--resolver-url``): for each look-up
     the service POSTs ``{"collection", "field", "value"}`` as JSON and reads back a JSON
-    list of records. A failure — no answer in time, a status other than 200, an answer
-    over 1 MiB or not a list of objects — is the resolver failing, which the gate routes
-    as ``transient`` (nothing is decided on a guess); the endpoint's words stay in the
-    log."""
+    list of records. A failure — no whole answer in time, a status other than 200, an
+    answer over 1 MiB or not a list of objects — is the resolver failing, which the gate
+    routes as ``transient`` (nothing is decided on a guess); the endpoint's words stay in
+    the log.
+
+    Each look-up has one total deadline — connecting, every byte of the headers and the
+    body, and the whole answer — of ``timeout`` seconds, or the contract's own timeout when
+    that is shorter (``deadlines``, by collection). Per-read timeouts alone would let an
+    endpoint that trickles a byte a second hold the look-up forever, so the requests run
+    as coroutines on an event loop of their own (one thread, one connection pool), each
+    under ``asyncio.timeout``; the worker thread that asked waits for its answer only."""
 
     url: str
     timeout: float = 5.0
     token: str | None = None  # sent as a bearer token, when the endpoint wants one
-    client: httpx.Client = field(init=False, repr=False)
+    deadlines: Mapping[str, float] = field(default_factory=dict)  # collection → seconds
+    client: httpx.AsyncClient = field(init=False, repr=False)
+    loop: asyncio.AbstractEventLoop = field(init=False, repr=False)
+    thread: threading.Thread = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
-        self.client = httpx.Client(timeout=self.timeout, headers=headers,
-                                   follow_redirects=False)
+        self.client = httpx.AsyncClient(timeout=self.timeout, headers=headers,
+                                        follow_redirects=False)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                       name="callgate-resolver-url")
+        self.thread.start()
+
+    def deadline(self, collection: str) -> float:
+        """Seconds a look-up in ``collection`` may take, all of it."""
+        return min(self.timeout, self.deadlines.get(collection, self.timeout))
 
     def get(self, collection: str, default: Any = None) -> Resolver:
         return lambda field, value: self.records(collection, field, value)
@@ -179,14 +218,14 @@ class HttpResolver:
     def records(self, collection: str, field: str, value: Any) -> list[Record]:
         body = json.dumps({"collection": collection, "field": field, "value": value},
                           default=str)
-        with self.client.stream("POST", self.url, content=body) as answer:
-            if answer.status_code != 200:
-                raise LookupError(f"{self.url} answered {answer.status_code}")
-            read = bytearray()
-            for chunk in answer.iter_bytes():
-                read += chunk
-                if len(read) > MAX_RESOLVER_BYTES:
-                    raise LookupError(f"{self.url} answered more than 1 MiB")
+        seconds = self.deadline(collection)
+        asked = asyncio.run_coroutine_threadsafe(self._ask(body, seconds), self.loop)
+        try:
+            # The coroutine ends by its own deadline; this wait is only a backstop.
+            read = asked.result(seconds + 1.0)
+        except concurrent.futures.TimeoutError:
+            asked.cancel()
+            raise LookupError(f"{self.url} gave no whole answer within {seconds:g}s") from None
         try:
             found = json.loads(read)
         except ValueError:
@@ -195,5 +234,38 @@ class HttpResolver:
             raise LookupError(f"{self.url} did not answer a list of records")
         return found
 
+    async def _ask(self, body: str, seconds: float) -> bytes:
+        try:
+            async with asyncio.timeout(seconds):
+                async with self.client.stream("POST", self.url, content=body) as answer:
+                    if answer.status_code != 200:
+                        raise LookupError(f"{self.url} answered {answer.status_code}")
+                    read = bytearray()
+                    async for chunk in answer.aiter_bytes():
+                        read += chunk
+                        if len(read) > MAX_RESOLVER_BYTES:
+                            raise LookupError(f"{self.url} answered more than 1 MiB")
+                    return bytes(read)
+        except TimeoutError:
+            raise LookupError(f"{self.url} gave no whole answer within {seconds:g}s "
+                              "(connect, headers and body together)") from None
+        except httpx.HTTPError as error:
+            raise LookupError(f"{self.url}: {type(error).__name__}: {error}") from None
+
     def close(self) -> None:
-        self.client.close()
+        if not self.loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def lookup_deadlines(config: GateConfig) -> dict[str, float]:
+    """The shortest contract timeout among the look-ups of each collection: an answer
+    later than that could not decide the call anyway."""
+    deadlines: dict[str, float] = {}
+    for contract in config.contracts.values():
+        for lookup in contract.lookups:
+            deadlines[lookup.collection] = min(deadlines.get(lookup.collection, math.inf),
+                                               contract.timeout_seconds)
+    return deadlines

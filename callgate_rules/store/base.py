@@ -23,11 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import msgspec
 
 from callgate_rules.errors import OperationIdReused
+from callgate_rules.store.scoping import Scope
 from callgate_rules.taxonomy import ErrorClass
 
 
@@ -185,19 +186,24 @@ class ReceiptStore(Protocol):
 
     def get(self, operation_id: str) -> Receipt | None: ...
 
-    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100,
+                      scope: Scope | None = None) -> list[Receipt]:
         """Up to ``limit`` receipts in ``state``, oldest first (pending confirmations for a
-        review page, unknown outcomes for an operator)."""
+        review page, unknown outcomes for an operator); only those ``scope`` admits, when
+        given (``store.scoping``), filtered in the store's query."""
         ...
 
     def open_review(self, item: NewReviewItem, *, now: datetime) -> ReviewItem:
         """Queue an item for a person; its receipt, if any, moves to ``in_review``."""
         ...
 
-    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]: ...
+    def list_reviews(self, *, status: ReviewStatus | None = None,
+                     scope: Scope | None = None) -> list[ReviewItem]: ...
 
-    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
-        """Give the oldest open item to ``reviewer``; two reviewers never get the same one."""
+    def take_review(self, *, reviewer: str, now: datetime,
+                    scope: Scope | None = None) -> ReviewItem | None:
+        """Give the oldest open item (that ``scope`` admits, when given) to ``reviewer``;
+        two reviewers never get the same one."""
         ...
 
     def resolve_review(
@@ -213,6 +219,20 @@ class ReceiptStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class ClosesOnExit:
+    """``with store:`` closes the store at the end of the block. ``close()`` is idempotent:
+    a second call does nothing; a closed store answers every call with ``StoreError``."""
+
+    def close(self) -> None:  # pragma: no cover - every store defines its own
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        self.close()
 
 
 # Rules every implementation shares ----------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from callgate_rules.store.base import (
     FINISHED_STATES,
     Claim,
     ClaimOutcome,
+    ClosesOnExit,
     NewOperation,
     NewReviewItem,
     Receipt,
@@ -37,6 +39,8 @@ from callgate_rules.store.base import (
     resolved_error_class,
 )
 from callgate_rules.store.history import MemoryHistory
+from callgate_rules.store.scoping import Scope
+from callgate_rules.store.sessions import MemorySessions
 
 
 def _json_copy(value: Any) -> Any:
@@ -61,11 +65,12 @@ def _detached(receipt: Receipt) -> Receipt:
     )
 
 
-class MemoryStore(MemoryHistory):
+class MemoryStore(MemoryHistory, MemorySessions, ClosesOnExit):
     """A ``ReceiptStore`` that lives and dies with the process."""
 
     def __init__(self) -> None:
         MemoryHistory.__init__(self)
+        MemorySessions.__init__(self)
         self.url = "memory:"
         self._lock = threading.Lock()
         self._receipts: dict[str, Receipt] = {}
@@ -192,10 +197,12 @@ class MemoryStore(MemoryHistory):
             receipt = self._receipts.get(operation_id)
             return None if receipt is None else _detached(receipt)
 
-    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100,
+                      scope: Scope | None = None) -> list[Receipt]:
         with self._lock:
             self._check_open()
-            found = sorted((r for r in self._receipts.values() if r.state is state),
+            found = sorted((r for r in self._receipts.values() if r.state is state and
+                            (scope is None or scope.admits(r.tool, r.actor))),
                            key=lambda receipt: receipt.created_at)
             return [_detached(receipt) for receipt in found[:limit]]
 
@@ -227,21 +234,32 @@ class MemoryStore(MemoryHistory):
                 )
             return _detached_review(review)
 
-    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
+    def list_reviews(self, *, status: ReviewStatus | None = None,
+                     scope: Scope | None = None) -> list[ReviewItem]:
         with self._lock:
             self._check_open()
             return [
                 _detached_review(review)
                 for review in self._queue_order()
-                if status is None or review.status is status
+                if (status is None or review.status is status) and self._in_scope(review, scope)
             ]
 
-    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
+    def _in_scope(self, review: ReviewItem, scope: Scope | None) -> bool:
+        """A review item's actor is its receipt's, else the one its payload recorded."""
+        if scope is None:
+            return True
+        receipt = None if review.operation_id is None else \
+            self._receipts.get(review.operation_id)
+        actor = receipt.actor if receipt is not None else review.payload.get("actor")
+        return scope.admits(review.tool, actor if isinstance(actor, Mapping) else None)
+
+    def take_review(self, *, reviewer: str, now: datetime,
+                    scope: Scope | None = None) -> ReviewItem | None:
         now = as_utc(now)
         with self._lock:
             self._check_open()
             for review in self._queue_order():
-                if review.status is ReviewStatus.OPEN:
+                if review.status is ReviewStatus.OPEN and self._in_scope(review, scope):
                     taken = replace(
                         review, status=ReviewStatus.TAKEN, taken_by=reviewer, taken_at=now
                     )

@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import as_utc, read_stored_json
 from callgate_rules.store.history import POSTGRES_LEASES, POSTGRES_TABLE, HistoryStatements
+from callgate_rules.store.sessions import POSTGRES_SESSIONS, SessionStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -101,6 +102,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     (2, POSTGRES_TABLE),  # run histories (store.history)
     (3, POSTGRES_LEASES),  # run leases: one run's history-reading decisions, one at a time
+    (4, POSTGRES_SESSIONS),  # the review page's sessions (store.sessions)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -113,6 +115,18 @@ POSTGRES = Dialect(
     returning=" RETURNING *",
 )
 
+SCOPED_TAKE_OLDEST_OPEN_REVIEW = """
+    UPDATE callgate_reviews
+    SET status = 'taken', taken_by = {{reviewer}}, taken_at = {{now}}
+    WHERE review_id = (
+        SELECT review_id FROM callgate_reviews
+        WHERE status = 'open' AND ({condition})
+        ORDER BY created_at, queue_position
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING *
+"""
 TAKE_OLDEST_OPEN_REVIEW = render(
     """
     UPDATE callgate_reviews
@@ -166,6 +180,9 @@ class PostgresStore(SqlReceiptStore):
 
     _sql = Statements(POSTGRES)
     _history_sql = HistoryStatements.of(POSTGRES)
+    _dialect = POSTGRES
+    _sessions_sql = SessionStatements.of(POSTGRES)
+    _payload_actor = "(callgate_reviews.payload -> 'actor')"
 
     def __init__(
         self,
@@ -234,11 +251,20 @@ class PostgresStore(SqlReceiptStore):
 
     # The dialect ---------------------------------------------------------------------------
 
-    def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any]) -> Row | None:
+    def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any],
+                                 condition: str = "1 = 1") -> Row | None:
         # One statement: SKIP LOCKED passes over an item another reviewer is taking.
-        execute(cursor, TAKE_OLDEST_OPEN_REVIEW, parameters)
+        take = TAKE_OLDEST_OPEN_REVIEW if condition == "1 = 1" else \
+            render(SCOPED_TAKE_OLDEST_OPEN_REVIEW.format(condition=condition), POSTGRES)
+        execute(cursor, take, parameters)
         row: Row | None = cursor.fetchone()
         return row
+
+    @staticmethod
+    def _field_text(column: str, name_parameter: str, /) -> str:
+        name = f"{{{name_parameter}:text}}"
+        return (f"(CASE WHEN jsonb_typeof({column} -> {name}) = 'string' "
+                f"THEN {column} ->> {name} END)")
 
     _time_parameter = staticmethod(as_utc)  # psycopg sends aware datetimes as timestamptz
 

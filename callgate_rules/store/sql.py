@@ -1,6 +1,7 @@
 """The receipt protocol in SQL, written once for every dialect callgate speaks.
 
-``SqlReceiptStore`` holds each method of the ``ReceiptStore`` contract once. It writes with
+``SqlReceiptStore`` holds each method of the ``ReceiptStore`` contract once (the run
+history's in ``store.sql_history``, a part it is made of). It writes with
 ``INSERT ... ON CONFLICT DO NOTHING`` (the primary key decides who creates a receipt), reads
 what it decides from with the dialect's row lock, lets the rules of ``store.base`` decide,
 and changes a row only through a statement whose ``WHERE`` clause is the guarantee (the
@@ -30,16 +31,16 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
     Claim,
     ClaimOutcome,
+    ClosesOnExit,
     NewOperation,
     NewReviewItem,
     Receipt,
@@ -57,11 +58,33 @@ from callgate_rules.store.base import (
     replayed_confirmation_outcome,
     resolved_error_class,
 )
-from callgate_rules.store.history import HISTORY_LIMIT, HistoryEntry, HistoryStatements
+from callgate_rules.store.driver_errors import DriverErrors as DriverErrors  # dialects use it
+from callgate_rules.store.history import HistoryStatements
 from callgate_rules.store.rows import Rows
-from callgate_rules.store.statements import Cursor, Query, Row, Statements, Write, execute
+from callgate_rules.store.scoping import Scope, scope_predicate
+from callgate_rules.store.sessions import SessionStatements
+from callgate_rules.store.sql_history import SqlRunHistory
+from callgate_rules.store.statements import (
+    Cursor,
+    Dialect,
+    Query,
+    Row,
+    Statements,
+    Write,
+    execute,
+    render,
+)
 
-Opened = TypeVar("Opened")
+# The listings of a caller with a scope (``store.scoping``): the condition is made per call
+SCOPED_RECEIPTS = """
+    SELECT * FROM callgate_receipts WHERE state = {{state}} AND ({condition})
+    ORDER BY created_at, operation_id LIMIT {{limit}}
+"""
+SCOPED_REVIEWS = """
+    SELECT * FROM callgate_reviews
+    WHERE ({{status:text}} IS NULL OR status = {{status:text}}) AND ({condition})
+    ORDER BY created_at, queue_position
+"""
 
 # How often a claim or hold starts over when the receipt it collided with was purged before
 # it could be read; a purge only takes receipts finished long ago, so once is plenty.
@@ -71,12 +94,15 @@ VANISHED_RETRIES = 3
 HELD_LIMIT = 4096
 
 
-class SqlReceiptStore(ABC):
+class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
     """A ``ReceiptStore`` in an SQL database; subclasses bring the dialect and connections."""
 
     url: str
     _sql: ClassVar[Statements]
+    _dialect: ClassVar[Dialect]  # for the statements made per call (a caller's scope)
+    _payload_actor: ClassVar[str]  # a review item's payload.actor, as a JSON expression
     _history_sql: ClassVar[HistoryStatements]
+    _sessions_sql: ClassVar[SessionStatements]
     _driver_error: type[Exception]  # the driver's base exception, raised as StoreError
 
     # Receipts ------------------------------------------------------------------------------
@@ -223,9 +249,17 @@ class SqlReceiptStore(ABC):
             row = cursor.fetchone()
         return None if row is None else self._rows.receipt(row)
 
-    def list_receipts(self, *, state: ReceiptState, limit: int = 100) -> list[Receipt]:
+    def list_receipts(self, *, state: ReceiptState, limit: int = 100,
+                      scope: Scope | None = None) -> list[Receipt]:
+        parameters: dict[str, Any] = {"state": state.value, "limit": limit}
+        query = self._sql.list_receipts
+        if scope is not None and not scope.is_everything:
+            condition, given = scope_predicate(scope, actor_column="actor", tool_column="tool",
+                                               field_text=self._field_text)
+            query = render(SCOPED_RECEIPTS.format(condition=condition), self._dialect)
+            parameters.update(given)
         with self._read() as cursor:
-            execute(cursor, self._sql.list_receipts, {"state": state.value, "limit": limit})
+            execute(cursor, query, parameters)
             rows = cursor.fetchall()
         return [self._rows.receipt(row) for row in rows]
 
@@ -245,18 +279,33 @@ class SqlReceiptStore(ABC):
             self._held.pop(item.operation_id, None)  # a person decides now, not a finish
         return self._rows.review(_required(review))
 
-    def list_reviews(self, *, status: ReviewStatus | None = None) -> list[ReviewItem]:
+    def list_reviews(self, *, status: ReviewStatus | None = None,
+                     scope: Scope | None = None) -> list[ReviewItem]:
+        parameters: dict[str, Any] = {"status": None if status is None else status.value}
+        query = self._sql.list_reviews
+        if scope is not None and not scope.is_everything:
+            condition, given = self._review_scope(scope)
+            query = render(SCOPED_REVIEWS.format(condition=condition), self._dialect)
+            parameters.update(given)
         with self._read() as cursor:
-            wanted = None if status is None else status.value
-            execute(cursor, self._sql.list_reviews, {"status": wanted})
+            execute(cursor, query, parameters)
             rows = cursor.fetchall()
         return [self._rows.review(row) for row in rows]
 
-    def take_review(self, *, reviewer: str, now: datetime) -> ReviewItem | None:
-        parameters = {"reviewer": reviewer, "now": self._time_parameter(now)}
+    def take_review(self, *, reviewer: str, now: datetime,
+                    scope: Scope | None = None) -> ReviewItem | None:
+        condition, given = self._review_scope(scope)
+        parameters = {"reviewer": reviewer, "now": self._time_parameter(now), **given}
         with self._write() as cursor:
-            taken = self._take_oldest_open_review(cursor, parameters)
+            taken = self._take_oldest_open_review(cursor, parameters, condition)
         return None if taken is None else self._rows.review(taken)
+
+    def _review_scope(self, scope: Scope | None) -> tuple[str, dict[str, Any]]:
+        """A review item's actor is its receipt's, else the one its payload recorded."""
+        actor = (f"COALESCE((SELECT r.actor FROM callgate_receipts r WHERE r.operation_id = "
+                 f"callgate_reviews.operation_id), {self._payload_actor})")
+        return scope_predicate(scope, actor_column=actor, tool_column="callgate_reviews.tool",
+                               field_text=self._field_text)
 
     def resolve_review(
         self, review_id: str, *, resolution: str, note: str, by: str, now: datetime
@@ -294,74 +343,35 @@ class SqlReceiptStore(ABC):
             execute(cursor, self._sql.purge_reviews, parameters)
             return receipts + cursor.rowcount
 
-    # Run history (store.history) -----------------------------------------------------------
+    # The review page's sessions (store.sessions) -------------------------------------------
 
-    def record_history(self, entry: HistoryEntry) -> None:
-        executed_at = entry.executed_at
-        parameters = {
-            "run_id": entry.run_id, "at": self._time_parameter(entry.at), "tool": entry.tool,
-            "arguments": canonical_json(entry.arguments), "route": entry.route,
-            "error_class": entry.error_class, "request_id": entry.request_id,
-            "operation_id": entry.operation_id, "executed": entry.executed,
-            "executed_at": None if executed_at is None else self._time_parameter(executed_at),
-            # SQL NULL, not JSON null: nothing to decode when the entry is read back
-            "result": None if entry.result is None else canonical_json(entry.result),
-        }
+    def open_page_session(self, session_id: str, *, login: str, now: datetime,
+                          expires_at: datetime) -> None:
         with self._statement() as cursor:
-            execute(cursor, self._history_sql.insert, parameters)
+            execute(cursor, self._sessions_sql.insert, {
+                "session_id": session_id, "login": login, "now": self._time_parameter(now),
+                "expires_at": self._time_parameter(expires_at)})
 
-    def run_history(self, run_id: str, *, since: datetime,
-                    limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
-        parameters = {"run_id": run_id, "since": self._time_parameter(since), "limit": limit}
-        with self._read() as cursor:
-            execute(cursor, self._history_sql.select, parameters)
-            rows = cursor.fetchall()
-        time, json_value = self._time_value, self._json_value
-        return [HistoryEntry(
-            run_id=row["run_id"], at=time(row["at"]), tool=row["tool"],
-            arguments=json_value(row["arguments"]), route=row["route"],
-            error_class=row["error_class"], request_id=row["request_id"],
-            operation_id=row["operation_id"], executed=bool(row["executed"]),
-            executed_at=None if row["executed_at"] is None else time(row["executed_at"]),
-            result=None if row["result"] is None else json_value(row["result"]),
-        ) for row in reversed(rows)]
-
-    def mark_executed(self, operation_id: str, *, at: datetime, route: str,
-                      result: Any = None) -> int:
-        parameters = {"operation_id": operation_id, "executed": True, "route": route,
-                      "executed_at": self._time_parameter(at),
-                      "result": None if result is None else canonical_json(result)}
+    def touch_page_session(self, session_id: str, *, now: datetime,
+                           idle_cutoff: datetime) -> bool:
         with self._statement() as cursor:
-            execute(cursor, self._history_sql.mark_executed, parameters)
-            return cursor.rowcount
-
-    def run_of(self, operation_id: str) -> str | None:
-        with self._read() as cursor:
-            execute(cursor, self._history_sql.run_of, {"operation_id": operation_id})
-            row = cursor.fetchone()
-        return None if row is None else str(row["run_id"])
-
-    def purge_history(self, *, older_than: datetime) -> int:
-        parameters = {"cutoff": self._time_parameter(older_than)}
-        with self._lease_statement() as cursor:  # the leases dead holders left behind
-            execute(cursor, self._history_sql.purge_leases, parameters)
-        with self._statement() as cursor:
-            execute(cursor, self._history_sql.purge, parameters)
-            return cursor.rowcount
-
-    def take_run_lease(self, run_id: str, *, holder: str, expires_at: datetime,
-                       now: datetime) -> bool:
-        parameters = {"run_id": run_id, "holder": holder, "now": self._time_parameter(now),
-                      "expires_at": self._time_parameter(expires_at)}
-        with self._lease_statement() as cursor:
-            execute(cursor, self._history_sql.take_lease, parameters)
+            execute(cursor, self._sessions_sql.touch, {
+                "session_id": session_id, "now": self._time_parameter(now),
+                "idle_cutoff": self._time_parameter(idle_cutoff)})
             return cursor.rowcount == 1
 
-    def release_run_lease(self, run_id: str, *, holder: str) -> bool:
-        with self._lease_statement() as cursor:
-            execute(cursor, self._history_sql.release_lease,
-                    {"run_id": run_id, "holder": holder})
+    def revoke_page_session(self, session_id: str, *, now: datetime) -> bool:
+        with self._statement() as cursor:
+            execute(cursor, self._sessions_sql.revoke, {
+                "session_id": session_id, "now": self._time_parameter(now)})
             return cursor.rowcount == 1
+
+    def purge_page_sessions(self, *, now: datetime, idle_cutoff: datetime) -> int:
+        with self._statement() as cursor:
+            execute(cursor, self._sessions_sql.purge, {
+                "now": self._time_parameter(now),
+                "idle_cutoff": self._time_parameter(idle_cutoff)})
+            return cursor.rowcount
 
     # What a dialect supplies ---------------------------------------------------------------
 
@@ -390,10 +400,18 @@ class SqlReceiptStore(ABC):
 
     @abstractmethod
     def _take_oldest_open_review(
-        self, cursor: Cursor, parameters: Mapping[str, Any]
+        self, cursor: Cursor, parameters: Mapping[str, Any], condition: str = "1 = 1"
     ) -> Row | None:
         """Mark the oldest open item taken by ``{reviewer}`` at ``{now}`` and return its row,
-        so that two reviewers never get the same item; None when the queue is empty."""
+        so that two reviewers never get the same item; None when the queue is empty. Only
+        items matching ``condition`` (a template over ``callgate_reviews``, its parameters
+        among ``parameters``: the caller's scope) are considered."""
+
+    @staticmethod
+    @abstractmethod
+    def _field_text(column: str, name_parameter: str, /) -> str:
+        """The text of the field ``{name_parameter}`` of the JSON expression ``column``, or
+        NULL when that field is missing or not text (``store.scoping``)."""
 
     @staticmethod
     @abstractmethod
@@ -511,28 +529,6 @@ class Sent(NamedTuple):
     rows: list[Row]  # rows it returned
     again: bool  # it was sent a second time, its first connection lost
 
-
-class DriverErrors(Generic[Opened]):
-    """``with DriverErrors(store, opened) as value``: ``value`` is ``opened()``, and any
-    error of the store's driver, opening it or in the block, is raised as ``StoreError``.
-    A class rather than a generator (``contextlib.contextmanager``): a write enters one per
-    statement, and a generator's context costs about four times as much."""
-
-    __slots__ = ("store", "opened")
-
-    def __init__(self, store: SqlReceiptStore, opened: Callable[[], Opened]) -> None:
-        self.store, self.opened = store, opened
-
-    def __enter__(self) -> Opened:
-        try:
-            return self.opened()
-        except self.store._driver_error as error:
-            raise self.store._store_error(error) from error
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        if isinstance(error, self.store._driver_error):
-            raise self.store._store_error(error) from error
 
 
 def _nothing() -> None:

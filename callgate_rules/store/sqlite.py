@@ -28,6 +28,7 @@ from typing import Any
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc, read_stored_json
 from callgate_rules.store.history import SQLITE_LEASES, SQLITE_TABLE, HistoryStatements
+from callgate_rules.store.sessions import SQLITE_SESSIONS, SessionStatements
 from callgate_rules.store.sql import DriverErrors, SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
 
@@ -91,6 +92,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     (2, SQLITE_TABLE),  # run histories (store.history)
     (3, SQLITE_LEASES),  # run leases: one run's history-reading decisions, one at a time
+    (4, SQLITE_SESSIONS),  # the review page's sessions (store.sessions)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -117,6 +119,12 @@ OLDEST_OPEN_REVIEW = render(
     """,
     SQLITE,
 )
+SCOPED_OLDEST_OPEN_REVIEW = """
+    SELECT review_id FROM callgate_reviews
+    WHERE status = 'open' AND ({condition})
+    ORDER BY created_at, queue_position
+    LIMIT 1
+"""
 TAKE_REVIEW = render(
     """
     UPDATE callgate_reviews
@@ -148,6 +156,9 @@ class SqliteStore(SqlReceiptStore):
         SQLITE_RETURNING if sqlite3.sqlite_version_info >= RETURNING_SQLITE else SQLITE
     )
     _history_sql = HistoryStatements.of(SQLITE)
+    _dialect = SQLITE
+    _sessions_sql = SessionStatements.of(SQLITE)
+    _payload_actor = "json_extract(callgate_reviews.payload, '$.actor')"
     _driver_error = sqlite3.Error
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
@@ -225,9 +236,12 @@ class SqliteStore(SqlReceiptStore):
 
     # The dialect ---------------------------------------------------------------------------
 
-    def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any]) -> Row | None:
+    def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any],
+                                 condition: str = "1 = 1") -> Row | None:
         # The write lock of BEGIN IMMEDIATE keeps every other reviewer out until we commit.
-        execute(cursor, OLDEST_OPEN_REVIEW, parameters)
+        oldest_open = OLDEST_OPEN_REVIEW if condition == "1 = 1" else \
+            render(SCOPED_OLDEST_OPEN_REVIEW.format(condition=condition), SQLITE)
+        execute(cursor, oldest_open, parameters)
         oldest = cursor.fetchone()
         if oldest is None:
             return None
@@ -236,6 +250,12 @@ class SqliteStore(SqlReceiptStore):
         execute(cursor, self._sql.select_review, taking)
         row: Row | None = cursor.fetchone()
         return row
+
+    @staticmethod
+    def _field_text(column: str, name_parameter: str, /) -> str:
+        path = f"'$.' || {{{name_parameter}}}"
+        return (f"(CASE WHEN json_type({column}, {path}) = 'text' "
+                f"THEN json_extract({column}, {path}) END)")
 
     _time_parameter = staticmethod(_text)
     _time_value = staticmethod(datetime.fromisoformat)

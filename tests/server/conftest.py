@@ -42,7 +42,10 @@ DANA = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"],
 SESSION = {"authenticated": True}
 ON_FILE = "DE89370400440532013000"
 INJECTED = "GB33BUKB20201555555555"
-REVIEWERS = {"erin": "correct horse battery staple", "sam": "tr0ub4dor&3"}
+REVIEWERS = {"erin": "correct horse battery staple", "sam": "tr0ub4dor&3",
+             "gina": "globex reviewer password", "nora": "no scope declared at all"}
+# What each reviewer may review (the users file's `scope:`); nora declares none
+REVIEWER_SCOPES = {"erin": "{tenants: [acme]}", "sam": "all", "gina": "{tenants: [globex]}"}
 
 
 def free_port() -> int:
@@ -106,8 +109,9 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "auth.yaml").write_text(
         "secret_env: CALLGATE_TEST_TOKEN_SECRET\nclaims:\n  actor: {tenant: tenant}\n"
         "  principal: sub\n")
-    users = "".join(f"  {login}: {{password: \"{hash_password(password, iterations=1000)}\"}}\n"
-                    for login, password in REVIEWERS.items())
+    users = "".join(f"  {login}: {{password: \"{hash_password(password, iterations=1000)}\""
+                    + (f", scope: {REVIEWER_SCOPES[login]}" if login in REVIEWER_SCOPES else "")
+                    + "}\n" for login, password in REVIEWERS.items())
     (root / "users.yaml").write_text("users:\n" + users)
     return root
 

@@ -15,6 +15,7 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.errors import ConfirmationError, LeaseLost
 from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.integrations.drafts import Draft
 from callgate_rules.pipeline.hosted import Action, Failure, HostedWrites, UnknownOperation
 from callgate_rules.store import MemoryStore, ReceiptState, SqliteStore
 from callgate_rules.taxonomy import ErrorClass, Route
@@ -153,7 +154,9 @@ def test_confirmation_with_the_token(hosted: tuple[HostedWrites, FakeClock]) -> 
     assert decided.route == Route.AWAIT_CONFIRMATION and decided.confirmation_token
     assert decided.draft is not None and "WARNING: recipientIban" in decided.draft
     [pending] = flow.pending()
-    assert pending.operation_id == decided.operation_id and pending.detail == decided.draft
+    stored = Draft.from_stored(pending.detail)  # the draft's model, kept with the receipt
+    assert pending.operation_id == decided.operation_id
+    assert stored is not None and stored.text() == decided.draft
     waiting = flow.claim_operation(pending.operation_id, actor=DANA)
     assert waiting.decision is not None
     assert waiting.decision.error_class == ErrorClass.CONFIRMATION_REQUIRED
@@ -240,8 +243,10 @@ def test_the_library_gate_keeps_its_drafts_for_the_page(tmp_path: Path) -> None:
                            conversation=conversation(INJECTED))
     assert decision.route == Route.AWAIT_CONFIRMATION and decision.operation_id
     receipt = gate.store.get(decision.operation_id)
-    assert receipt is not None and receipt.detail == decision.draft
-    assert "WARNING: recipientIban" in (receipt.detail or "")
+    assert receipt is not None
+    stored = Draft.from_stored(receipt.detail)
+    assert stored is not None and stored.text() == decision.draft
+    assert "WARNING: recipientIban" in stored.text()
 
 
 def test_a_confirmation_minutes_later_still_executes(

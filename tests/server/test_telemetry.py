@@ -99,3 +99,27 @@ def test_pending_confirmations_keep_their_drafts(store: ReceiptStore) -> None:
         state=ReceiptState.AWAITING_CONFIRMATION, limit=2)] == ["op-0", "op-1"]
     assert [r.operation_id for r in store.list_receipts(state=ReceiptState.CLAIMED)] == \
         ["op-claimed"]
+
+
+def test_span_events_lie_inside_their_span_and_the_service_is_named_callgate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from callgate_rules.integrations.telemetry import service_resource
+
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider(resource=service_resource())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    flow = HostedWrites(CONFIG, resolvers=WorldResolvers(WORLD), store=MemoryStore(),
+                        rng=random.Random(1),
+                        observers=[DecisionSpans(provider.get_tracer("callgate"))])
+    step = flow.claim(payment(), actor=DANA, request_id="t-events", session=SESSION)
+    assert step.lease is not None
+    flow.finish(step.operation_id, step.lease, actor=DANA, session=SESSION,
+                result={"iban": "DE89370400440532013000", "id": "p"})
+    [span] = exporter.get_finished_spans()
+    assert span.resource.attributes["service.name"] == "callgate"
+    assert span.start_time is not None and span.end_time is not None and span.events
+    assert all(span.start_time <= event.timestamp <= span.end_time for event in span.events)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "refunds-gate")
+    assert service_resource().attributes["service.name"] == "refunds-gate"

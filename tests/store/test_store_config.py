@@ -169,7 +169,8 @@ def test_sqlite_migrations_run_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         versions = connection.execute("SELECT version FROM callgate_schema_version").fetchall()
         (journal_mode,) = connection.execute("PRAGMA journal_mode").fetchone()
-    assert versions == [(1,), (2,), (3,)]  # receipts and reviews; run histories; run leases
+    # receipts and reviews; run histories; run leases; the review page's sessions
+    assert versions == [(1,), (2,), (3,), (4,)]
     assert journal_mode == "wal"
     first.close()
     second.close()
@@ -256,7 +257,8 @@ def test_postgres_migrations_run_once_and_refuse_a_newer_schema(
         versions = postgres_admin.execute(
             f'SELECT version FROM "{schema}".callgate_schema_version'
         ).fetchall()
-        assert versions == [(1,), (2,), (3,)]  # receipts, reviews; histories; leases
+        # receipts, reviews; histories; leases; page sessions
+        assert versions == [(1,), (2,), (3,), (4,)]
     finally:
         first.close()
         second.close()
