@@ -20,7 +20,7 @@ from typing import Any
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import AccessPolicies, AccessRule
 from callgate_rules.integrations import provenance
-from callgate_rules.pipeline import authorize, validate
+from callgate_rules.pipeline import authorize, lookups, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import ToolPlan, traced_sources
@@ -98,15 +98,16 @@ class ReferenceSteps:
             if resolver is None:
                 raise validate.no_resolver(contract, lookup)
             try:
-                found = validate.records_of(validate.resolve(resolver, lookup.fields, key))
+                found = validate.records_of(lookups.resolve(resolver, lookup.fields, key))
             except Exception as error:
                 return validate.resolver_failed(contract, lookup, error)
             if lookup.number_typing is not None:
                 found = [lookup.number_typing(record) for record in found]
             if lookup.visible is not None:
-                found = validate.visible_records(lookup, found, variables)
-            found = validate.candidates(lookup, found, variables, self.plan.may_see)
-            if lookup.many == "list":
+                found = validate.visible_records(lookup, found, variables, trace)
+            found = validate.candidates(lookup, found, variables, self.plan.may_see, trace)
+            if lookup.many == "list" and (lookup.max_records is None
+                                          or len(found) <= lookup.max_records):
                 variables[lookup.name] = found
                 trace.append(validate.listed_entry(lookup, found))
                 continue

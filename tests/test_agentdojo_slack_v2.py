@@ -1,7 +1,7 @@
 """AgentDojo slack, configuration v2 (benchmarks/agentdojo/slack/v2, scored with
 ``--configuration``): it lints clean, its contracts answer every tool the suite calls, the
 evaluation reads its adaptive attacks and records (never the suite's own, written against
-v1), and the README's v1 and v2 columns are what the evaluation measures."""
+v1), and the v1 and v2 columns of docs/explanation/efficacy.md are what the evaluation measures."""
 
 from __future__ import annotations
 

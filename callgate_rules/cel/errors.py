@@ -31,3 +31,10 @@ class CelCompileError(CelSyntaxError):
 
 class CelEvaluationError(CallgateError):
     """The expression failed at run time (missing field, no such overload, division by zero)."""
+
+
+class CostExceeded(CelEvaluationError):  # noqa: N818 - says what happened, as CEL's errors do
+    """The evaluation would have spent more than its budget of operations
+    (``compiler.runtime.cost``): it was stopped before the loop that would have done so.
+    Never absorbed by ``&&``, ``||`` or a macro, and a rule it stops fails closed whatever
+    its ``on_error``: the rule could not be checked."""

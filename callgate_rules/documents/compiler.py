@@ -3,8 +3,9 @@
 Compilation happens once, at load. It validates each document against the JSON Schema
 of its kind (``validators``), builds every argument validator, parses and prepares every
 CEL expression, and splits message templates. Nothing on the decision path reads YAML or
-parses CEL afterwards. This module reads the documents and builds the ToolContracts and
-AccessPolicies; the RoutingTable is built by ``routing``, findings are said by ``findings``.
+parses CEL afterwards. This module reads the documents and builds the AccessPolicies; the
+ToolContracts are built by ``contract_compiler``, the RoutingTable by ``routing``, findings
+are said by ``findings``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from jsonschema.exceptions import SchemaError
 from callgate_rules.cel.definitions import Definitions
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import CompiledExpression, compile_expression
+from callgate_rules.documents.contract_compiler import ContractCompiler
 from callgate_rules.documents.definitions import (
     SharedDefinitions,
     cel_text,
@@ -35,19 +37,12 @@ from callgate_rules.documents.findings import (
 from callgate_rules.documents.model import (
     AccessPolicies,
     AccessRule,
-    Confirmation,
     Contract,
     DocumentRef,
-    ErrorMapping,
-    Example,
     GateConfig,
-    Idempotency,
-    Lookup,
     Mode,
     OnError,
-    ResultLabel,
     Routing,
-    Rule,
     Template,
 )
 from callgate_rules.documents.routing import build_routing
@@ -71,7 +66,6 @@ from callgate_rules.documents.validators import (
 )
 from callgate_rules.errors import ConfigError, InputError
 from callgate_rules.pipeline.authorize import records_read
-from callgate_rules.taxonomy import ErrorClass, Route
 
 # Imported from here across the repository; they live in the modules named above.
 __all__ = [
@@ -186,7 +180,7 @@ def compile_documents(sources: Iterable[SourceDocument], *,
 # The compiler --------------------------------------------------------------------------------
 
 
-class _Compiler:
+class _Compiler(ContractCompiler):
     """The state of one compilation: what each document added, and every finding so far."""
 
     def __init__(self) -> None:
@@ -255,7 +249,7 @@ class _Compiler:
             key=lambda e: (list(map(str, e.absolute_path)), e.message),
         )
         for error in errors:
-            for path, message in schema_error_messages(error):
+            for path, message in schema_error_messages(error, source.written):
                 self.error(source, path, "schema", message)
         return not errors
 
@@ -314,148 +308,6 @@ class _Compiler:
             place = source.locate_in_scalar(path, line, column)
             self.findings.append(Finding(place, "error", "regex", f"{dotted(path)}: {problem}"))
         return compiled
-
-    # -- ToolContract
-
-    def _add_contract(self, source: SourceDocument, ref: DocumentRef) -> None:
-        spec = source.data["spec"]
-        if ref.name in self.contracts:
-            first = self.contracts[ref.name].document.location
-            self.error(source, ("metadata", "name"), "duplicate-tool",
-                       f"tool {ref.name!r} is already defined at {first}; tool names must be "
-                       "unique")
-            return
-        schema = closed_objects(spec["arguments"])
-        try:
-            check_json_schema(schema)
-        except SchemaError as error:
-            self.error(source, ("spec", "arguments", *error.absolute_path), "schema",
-                       f"spec.arguments is not a valid JSON Schema: {error.message}")
-            return
-        if not self._patterns_linear(source, ("spec", "arguments"), schema):
-            return
-        try:
-            check_json_schema(spec.get("result", {}))
-        except SchemaError as error:
-            self.error(source, ("spec", "result", *error.absolute_path), "schema",
-                       f"spec.result is not a valid JSON Schema: {error.message}")
-            return
-        self.contracts[ref.name] = self._contract(source, ref, spec, schema)
-        self.contract_sources[ref.name] = source
-
-    def _contract(self, source: SourceDocument, ref: DocumentRef, spec: Mapping[str, Any],
-                  schema: Mapping[str, Any]) -> Contract:
-        validator = argument_validator(schema)
-        mode = Mode(spec.get("mode", "enforce"))
-        on_error = OnError(spec.get("on_error", "fail_closed"))
-        lookups = tuple(
-            lookup
-            for index, item in enumerate(spec.get("lookups", []))
-            if (lookup := self._lookup(source, ("spec", "lookups", index), item)) is not None
-        )
-        rules = tuple(
-            rule
-            for index, item in enumerate(spec.get("rules", []))
-            if (rule := self._rule(source, ("spec", "rules", index), item, mode, on_error))
-            is not None
-        )
-        verify = spec.get("verify")
-        reconcile = spec.get("reconcile", {})
-        return Contract(
-            document=ref,
-            effect=spec["effect"],
-            arguments_schema=schema,
-            validator=validator,
-            arguments_valid=validity_check(validator),
-            lookups=lookups,
-            rules=rules,
-            verify=self.expression(source, ("spec", "verify", "expression"),
-                                   verify["expression"]) if verify else None,
-            verify_message=Template.of(verify["message"]) if verify and "message" in verify
-            else None,
-            reconcile_match=self.expression(source, ("spec", "reconcile", "match"),
-                                            reconcile["match"]) if "match" in reconcile
-            else None,
-            timeout_seconds=parse_duration(spec.get("timeout", 10)),
-            idempotency=Idempotency(spec.get("idempotency", "none")),
-            confirmation=_confirmation(spec.get("confirmation", {})),
-            mask=tuple(tuple(p.split(".")) for p in spec.get("mask", [])),
-            examples=tuple(Example(item["arguments"], item.get("description"))
-                           for item in spec["examples"]),
-            errors=tuple(
-                ErrorMapping(item.get("exception"), item.get("attribute"), item.get("equals"),
-                             ErrorClass(item["error_class"]))
-                for item in spec.get("errors", [])),
-            mode=mode,
-            on_error=on_error,
-            reconcile_tool=reconcile.get("tool"),
-            reconcile_argument=reconcile.get("argument", "operation_id"),
-            title=spec.get("title"),
-            result_schema=spec.get("result"),
-            labels=tuple(
-                label for name, declared in spec.get("labels", {}).items()
-                if (label := self._result_label(source, name, declared)) is not None),
-        )
-
-    def _result_label(self, source: SourceDocument, name: str,
-                      declared: str | Mapping[str, str]) -> ResultLabel | None:
-        """One of ``spec.labels``: a CEL text (the whole result) or ``{each, where}``."""
-        path: NodePath = ("spec", "labels", name)
-        if isinstance(declared, str):
-            whole = self.expression(source, path, declared)
-            return None if whole is None else ResultLabel(name, whole=whole)
-        each = self.expression(source, (*path, "each"), declared["each"])
-        where = self.expression(source, (*path, "where"), declared["where"])
-        if each is None or where is None:
-            return None
-        return ResultLabel(name, each=each, where=where)
-
-    def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
-        key = self.expression(source, (*path, "key"), item["key"])
-        when = self.expression(source, (*path, "when"), item["when"]) if "when" in item else None
-        visible = self.expression(source, (*path, "visible"), item["visible"]) \
-            if "visible" in item else None
-        labels = tuple(
-            (label, compiled) for label, text in item.get("labels", {}).items()
-            if (compiled := self.expression(source, (*path, "labels", label), text))
-            is not None)
-        if key is None or ("when" in item and when is None) or \
-                ("visible" in item and visible is None) or \
-                len(labels) < len(item.get("labels", {})):
-            return None
-        return Lookup(
-            name=item["name"],
-            collection=item["collection"],
-            key=key,
-            fields=_as_tuple(item.get("field", "id")),
-            when=when,
-            visible=visible,
-            many=item.get("many", "ambiguous"),
-            candidate_fields=tuple(item.get("candidate_fields", ("id",))),
-            record_schema=item.get("schema"),
-            message=Template.of(item["message"]) if "message" in item else None,
-            location=source.locate(path),
-            labels=labels,
-        )
-
-    def _rule(
-        self, source: SourceDocument, path: NodePath, item: Any, mode: Mode, on_error: OnError
-    ) -> Rule | None:
-        expression = self.expression(source, (*path, "expression"), item["expression"])
-        if expression is None:
-            return None
-        return Rule(
-            name=item["name"],
-            expression=expression,
-            error_class=ErrorClass(item["error_class"]),
-            route=Route(item["route"]) if "route" in item else None,
-            message=Template.of(item["message"]),
-            user_message=Template.of(item["user_message"]) if "user_message" in item else None,
-            hint=item.get("hint"),
-            mode=Mode(item.get("mode", mode)),
-            on_error=OnError(item.get("on_error", on_error)),
-            location=source.locate(path),
-        )
 
     # -- AccessPolicy
 
@@ -571,15 +423,3 @@ class _Compiler:
             documents=tuple(self.documents),
             definition_documents=tuple(self.definition_documents),
         )
-
-
-def _confirmation(spec: Mapping[str, Any]) -> Confirmation:
-    return Confirmation(
-        required=bool(spec.get("required", False)),
-        summary=Template.of(spec["summary"]) if "summary" in spec else None,
-        expires_seconds=parse_duration(spec["expires"]) if "expires" in spec else None,
-    )
-
-
-def _as_tuple(value: str | list[str]) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)

@@ -9,13 +9,14 @@ of the field, the unknown key and the keys allowed there, the value and the valu
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
 from callgate_rules.documents.source import NodePath
+from callgate_rules.documents.yaml_errors import boolean_hint
 from callgate_rules.errors import Location
 
 
@@ -42,13 +43,21 @@ class Finding:
         }
 
 
-def schema_error_messages(error: ValidationError) -> Iterator[tuple[NodePath, str]]:
+def schema_error_messages(error: ValidationError,
+                          written: Callable[[NodePath], str | None] | None = None
+                          ) -> Iterator[tuple[NodePath, str]]:
     """Where in the document, and what to say, for one JSON Schema error: an unknown field
     once per key, at the key; a disallowed value with the values allowed; of alternatives,
-    the one closest to what was written."""
+    the one closest to what was written; a boolean where a text was expected with why
+    (``written``: the word as written at a path, e.g. an unquoted ``no``)."""
     path: NodePath = tuple(error.absolute_path)
     where = dotted(path) or "document"
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+    expected = error.validator_value
+    if error.validator == "type" and isinstance(error.instance, bool) and (
+            expected == "string" or isinstance(expected, list) and "string" in expected):
+        word = written(path) if written is not None else None
+        yield path, f"{where}: {error.message}{boolean_hint(error.instance, word)}"
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, Mapping) else {}
         allowed = set(schema.get("properties", {}))
         for key in sorted(set(error.instance) - allowed):

@@ -138,6 +138,8 @@ class Lookup:
     # labels: label → CEL over ``record``, ``args`` and ``actor``, true where a found record
     # carries it; a value of the call equal to one of its leaves (or the key) carries it
     labels: tuple[tuple[str, CompiledExpression], ...] = ()
+    # with ``many: list``: the most records bound; more is ``ambiguous`` (None: MAX_RECORDS)
+    max_records: int | None = None
 
     @cached_property
     def trace_subject(self) -> str:
@@ -176,6 +178,10 @@ class Rule:
     mode: Mode
     on_error: OnError
     location: Location
+    # approval_covers: the argument paths (``args.`` dropped) whose values, once a person
+    # approved a call this rule held, cover later calls of the run with the same values
+    # (``pipeline.approvals``); empty: every call it holds asks again
+    approval_covers: tuple[tuple[str, ...], ...] = ()
 
     @cached_property
     def trace_subject(self) -> str:
@@ -223,6 +229,8 @@ class Confirmation:
     required: bool
     summary: Template | None
     expires_seconds: float | None
+    # approval_covers of ``required``: as a rule's (``Rule.approval_covers``)
+    approval_covers: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,9 @@ class Contract:
     # spec.labels: what this read's results carry (``confidential``, ``untrusted``), on the
     # whole result or per item; see ResultLabel and provenance.labels
     labels: tuple[ResultLabel, ...] = ()
+    # spec.deduplication_window: a write by the same actor with the same arguments within
+    # it is the earlier one (the MCP gateway's calls without a request ID); None: off
+    deduplication_window_seconds: float | None = None
 
     # cached: read on every decision, and a property costs a call each time
     @cached_property

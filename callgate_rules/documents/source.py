@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 
 from callgate_rules.documents import cache
+from callgate_rules.documents.files import check_inside, read_file_text, too_large
+from callgate_rules.documents.yaml_errors import explain, place, written_word
 from callgate_rules.errors import InputError, Location
 
 NodePath = tuple[str | int, ...]
@@ -94,6 +96,16 @@ class SourceDocument:
                 pieces.append((number, len(raw) - len(raw.lstrip()) + 1, raw.strip()))
         return pieces
 
+    def written(self, node_path: NodePath) -> str | None:
+        """The word written, unquoted, for the scalar at ``node_path`` (``no`` for a value
+        YAML read as ``False``); ``None`` for a quoted, block or missing one."""
+        style = self.scalars.get(tuple(node_path))
+        place = self.places.get(tuple(node_path))
+        if style is None or place is None or style[0]:  # plain: None, or "" from libyaml
+            return None
+        line, column = place
+        return written_word(self.lines[line - 1], column) if line <= len(self.lines) else None
+
     def sub(self, prefix: NodePath) -> SourceDocument:
         """The node at ``prefix`` as a document of its own, still pointing into this file."""
         size = len(prefix)
@@ -144,8 +156,7 @@ def _refusal(path: str, mark: Any, problem: str) -> InputError:
 
 
 def _too_large(path: str, size: int) -> InputError:
-    return InputError(f"{path}: the file is {size:,} bytes, more than the {MAX_YAML_BYTES:,} "
-                      "bytes callgate reads from one file; split it into several files")
+    return too_large(path, size, MAX_YAML_BYTES)
 
 
 def _too_deep(path: str, mark: Any) -> InputError:
@@ -292,8 +303,7 @@ def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument
     except yaml.MarkedYAMLError as error:
         if composer is not _Loader:
             raise
-        mark = error.problem_mark or error.context_mark
-        raise _refusal(path, mark, str(error.problem or error.context)) from None
+        raise _refusal(path, place(error), explain(error, lines)) from None  # plain words
     except yaml.YAMLError as error:
         if composer is not _Loader:
             raise
@@ -302,15 +312,9 @@ def _documents(text: str, path: str, composer: type[Any]) -> list[SourceDocument
 
 
 def read_text(path: Path, what: str = "") -> str:
-    """A file's text, refused before reading if it is larger than ``MAX_YAML_BYTES``."""
-    about = f" {what}" if what else ""
-    try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise _too_large(str(path), size)
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read{about}: {error}") from None
+    """A file's text: a regular file, refused before reading if it is larger than
+    ``MAX_YAML_BYTES`` (``files.read_file_text``: never a FIFO, a device or a socket)."""
+    return read_file_text(path, MAX_YAML_BYTES, what)
 
 
 def read_documents(path: Path) -> list[SourceDocument]:
@@ -318,11 +322,16 @@ def read_documents(path: Path) -> list[SourceDocument]:
 
 
 def iter_yaml_files(paths: list[Path]) -> Iterator[Path]:
-    """YAML files under ``paths`` (files as given, directories recursively, sorted)."""
+    """YAML files under ``paths`` (files as given, directories recursively, sorted). A file
+    found in a folder that is a symbolic link out of the folder is refused
+    (``files.check_inside``); links to folders are not walked into."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix in YAML_SUFFIXES)
-        elif path.exists():
+            for found in sorted(p for p in path.rglob("*") if p.suffix in YAML_SUFFIXES):
+                if found.is_symlink():
+                    check_inside(found, path)
+                yield found
+        elif path.exists() or path.is_symlink():
             yield path
         else:
             raise InputError(f"{path}: no such file or directory")

@@ -18,6 +18,9 @@ from callgate_rules.pipeline.validate import Record, Resolver
 class CollectionResolver:
     """Answers ``field == value`` over one collection, with an index built per field once."""
 
+    # in memory: answers at once, so the gate calls it in its own thread (pipeline.lookups)
+    callgate_keeps_deadline = True
+
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = list(records)
         self._indexes: dict[str, dict[Any, list[Record]]] = {}

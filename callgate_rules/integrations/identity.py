@@ -44,7 +44,8 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from callgate_rules.errors import CallgateError
+from callgate_rules.documents.files import read_file_text
+from callgate_rules.errors import CallgateError, InputError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -93,11 +94,14 @@ def identity_from_files(actor_path: str | Path, session_path: str | Path | None 
     return Identity(actor, session, str(principal) if principal is not None else "unknown")
 
 
+MAX_IDENTITY_FILE_BYTES = 1024 * 1024  # an actor, a session, a key set: a few KB each
+
+
 def _mapping_file(path: str | Path, option: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise IdentityConfigError(f"{option} {path}: {error.strerror or error}") from None
+    try:  # a regular file, bounded (documents.files): never a FIFO or a device
+        data = yaml.safe_load(read_file_text(Path(path), MAX_IDENTITY_FILE_BYTES))
+    except InputError as error:
+        raise IdentityConfigError(f"{option} {error}") from None
     except yaml.YAMLError as error:
         raise IdentityConfigError(f"{option} {path}: not YAML or JSON: "
                                   f"{str(error).splitlines()[0]}") from None
@@ -280,10 +284,9 @@ def _mapping(where: str, claims: Any) -> ClaimMapping:
 
 def _read(where: str, kind: str, path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise IdentityConfigError(f"{where}: {kind} {path}: {error.strerror or error}") \
-            from None
+        return read_file_text(path, MAX_IDENTITY_FILE_BYTES)
+    except InputError as error:
+        raise IdentityConfigError(f"{where}: {kind} {error}") from None
 
 
 def _optional_text(where: str, config: Mapping[str, Any], name: str) -> str | None:

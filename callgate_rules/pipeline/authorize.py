@@ -18,7 +18,7 @@ from typing import Any
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
-from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError, CostExceeded
 from callgate_rules.documents.model import (
     AccessPolicies,
     AccessRule,
@@ -27,6 +27,7 @@ from callgate_rules.documents.model import (
     Mode,
     OnError,
 )
+from callgate_rules.documents.yaml_errors import boolean_hint
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
 from callgate_rules.pipeline.validate import MaySee, unavailable_message
@@ -65,9 +66,18 @@ def host_fact_rejection(validator: Validator, value: Any, name: str,
     return Rejection(
         ErrorClass.FORBIDDEN,
         f"the {name} passed by the host does not match the declared {name} schema: "
-        f"{where}: {error.message}",
+        f"{where}: {error.message}{_boolean_hint(error)}",
         rule=rule,
     )
+
+
+def _boolean_hint(error: Any) -> str:
+    """A ``user: no`` in an actor file read as ``False`` where a text was expected: why."""
+    expected = error.validator_value
+    if error.validator == "type" and (
+            expected == "string" or isinstance(expected, list) and "string" in expected):
+        return boolean_hint(error.instance, None)
+    return ""
 
 
 DEFAULT_DENY: RawTraceEntry = ("authorize", "default", "deny", "no allow rule matched")
@@ -136,7 +146,8 @@ def access_verdict(rule: AccessRule, value: Any, trace: list[RawTraceEntry],
     else:
         error = None if isinstance(value, bool) else f"returned {type(value).__name__}, not bool"
     if error is not None:
-        matched = rule.effect == "deny" and rule.on_error == OnError.FAIL_CLOSED
+        matched = rule.effect == "deny" and (rule.on_error == OnError.FAIL_CLOSED
+                                             or isinstance(value, CostExceeded))
         trace.append(("authorize", rule.qualified_name, "error",
                       f"{error}; counts as {'match' if matched else 'no match'}"))
     else:

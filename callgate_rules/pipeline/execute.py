@@ -75,13 +75,15 @@ class DeadlineKeeping:
 
     __wrapped__: Callable[..., Any]
     __name__: str
+    # what ``lookups.ask`` reads: a resolver marked so is called in the calling thread too
+    callgate_keeps_deadline = True
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
         functools.update_wrapper(self, function)
 
-    def __call__(self, request: ExecutionRequest) -> Any:
-        return self.function(request)
+    def __call__(self, *arguments: Any) -> Any:  # an executor's request, a resolver's two
+        return self.function(*arguments)
 
     def __get__(self, instance: object, owner: type | None = None) -> DeadlineKeeping:
         # As Python binds a class attribute: through its type's ``__get__``, if it has one
@@ -232,6 +234,12 @@ def _hand() -> _Hand:
             owner.hand._given_up = True
         owner = _hands.owner = _Owner(_Hand())
     return owner.hand
+
+
+def hand_run(job: Executor, timeout: float) -> Any:
+    """``job(None)`` in the calling thread's hand, waited for at most ``timeout`` seconds
+    (``TimeoutError`` past it, the job going on): how ``lookups`` calls a resolver."""
+    return _hand().run(job, None, max(timeout, 0.0))  # type: ignore[arg-type]
 
 
 def send(executor: Executor, request: ExecutionRequest, contract: Contract,

@@ -18,9 +18,10 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from callgate_rules.cel.errors import CelEvaluationError
+from callgate_rules.cel.errors import CelEvaluationError, CostExceeded
 from callgate_rules.documents.model import Contract, Lookup, Mode, OnError, Rule
 from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
+from callgate_rules.pipeline.lookups import MAX_RECORDS
 from callgate_rules.pipeline.outcome import Rejection, as_decided
 from callgate_rules.pipeline.record import MASK
 from callgate_rules.taxonomy import NOT_FOUND_USER_MESSAGE, ErrorClass
@@ -186,10 +187,6 @@ def listed_entry(lookup: Lookup, records: Sequence[Record]) -> RawTraceEntry:
     return ("validate", lookup.trace_subject, "found", f"{len(records)} record(s)")
 
 
-# More records than this from one look-up is junk, not data (a generator may never end).
-MAX_RECORDS = 10_000
-
-
 def records_of(found: Any) -> Sequence[Record]:
     """What a resolver returned, as a list of records; ``TypeError`` for anything else (a
     record instead of a list of them, text, a number, None, objects that are not
@@ -206,10 +203,12 @@ def records_of(found: Any) -> Sequence[Record]:
 
 
 def visible_records(lookup: Lookup, found: Sequence[Record],
-                    variables: Mapping[str, Any]) -> list[Record]:
+                    variables: Mapping[str, Any],
+                    trace: list[RawTraceEntry] | None = None) -> list[Record]:
     """The found records the actor may see by the look-up's ``visible`` rule; one it
     cannot be evaluated on is not shown (fail closed). The others are absent for every
-    rule, route and provenance after this: "not yours" reads exactly like "no record"."""
+    rule, route and provenance after this: "not yours" reads exactly like "no record" —
+    except in the trace (``check --explain``), which says how many were left out."""
     assert lookup.visible is not None
     kept = []
     for record in found:
@@ -219,7 +218,22 @@ def visible_records(lookup: Lookup, found: Sequence[Record],
             shown = False
         if shown:
             kept.append(record)
+    if trace is not None and len(kept) < len(found):
+        trace.append(narrowed_entry(lookup, len(found), kept, "the visible rule lets the "
+                                                              "actor see"))
     return kept
+
+
+def narrowed_entry(lookup: Lookup, before: int, kept: Sequence[Record],
+                   why: str) -> RawTraceEntry:
+    """The trace entry of a look-up whose records were narrowed: how many it found, how
+    many it kept and which (their ids), and how many it left out — never which, so the
+    trace tells an operator what happened without naming records the actor may not see."""
+    shown = ", ".join(str(record.get("id", "?")) for record in kept[:5])
+    more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
+    return ("validate", lookup.trace_subject, "narrowed",
+            f"{before} {lookup.collection} found; {why} {len(kept)}"
+            f"{': ' + shown + more if kept else ''}; {before - len(kept)} left out")
 
 
 def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rejection:
@@ -237,11 +251,12 @@ def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rej
     )
 
 
-def too_slow(contract: Contract, seconds: float) -> Rejection:
-    """The rejection of a call whose look-ups took longer than the contract's timeout: an
-    answer that late is not trusted to decide."""
+def too_slow(contract: Contract, seconds: float, why: str | None = None) -> Rejection:
+    """The rejection of a call whose look-ups took longer than the contract's timeout (or
+    were given up at it, ``why``): an answer that late is not trusted to decide."""
     return Rejection(
         ErrorClass.TRANSIENT,
+        f"the look-ups were given up: {why}" if why is not None else
         f"the look-ups took {seconds:.1f}s, more than the contract's timeout of "
         f"{contract.timeout_seconds:g}s",
         rule=f"{contract.name}/lookups",
@@ -290,29 +305,20 @@ def unmatched(contract: Contract, lookup: Lookup, key: Any, found: Sequence[Reco
 
 
 def candidates(lookup: Lookup, found: Sequence[Record], variables: Mapping[str, Any],
-               may_see: MaySee) -> Sequence[Record]:
+               may_see: MaySee, trace: list[RawTraceEntry] | None = None) -> Sequence[Record]:
     """The records of a look-up that count: all of a single match, else those the actor
-    may act on."""
+    may act on (by the access rules); the trace says how many were left out."""
     if len(found) > 1 or lookup.many == "list":
         # Several matches: only those the actor may act on count as candidates. A single
         # match is kept, so that authorize denies it (forbidden) with the not-found text.
-        return [record for record in found if may_see(lookup, record, variables)]
+        kept = [record for record in found if may_see(lookup, record, variables)]
+        if trace is not None and len(kept) < len(found):
+            trace.append(narrowed_entry(lookup, len(found), kept,
+                                        "the access rules let the actor act on"))
+        return kept
     return found
 
 
-
-
-def resolve(resolver: Resolver, fields: tuple[str, ...], key: Any) -> Sequence[Record]:
-    if len(fields) == 1:
-        return resolver(fields[0], key)  # checked by ``records_of``
-    found: list[Record] = []
-    seen: set[int] = set()
-    for field in fields:
-        for record in resolver(field, key):
-            if id(record) not in seen:
-                seen.add(id(record))
-                found.append(record)
-    return found
 
 
 def unavailable_message(contract: Contract, lookup: Lookup,
@@ -468,6 +474,8 @@ def _judged(rule: Rule, value: Any) -> tuple[bool, str | None]:
         return True, None
     if value is False:
         return False, None
+    if isinstance(value, CostExceeded):  # past the cost budget: never ignored
+        return False, str(value)
     if isinstance(value, CelEvaluationError):
         return rule.on_error == _IGNORE, str(value)
     return rule.on_error == _IGNORE, f"expression returned {type(value).__name__}, not bool"

@@ -280,7 +280,7 @@ def test_compiled_agrees_with_cel_python_on_typed_data(source: str, data: dict[s
         assert isinstance(ours, BaseException) and isinstance(theirs, BaseException), (
             f"{source!r} on {data!r}: compiled {ours!r}, cel-python {theirs!r}"
         )
-    else:
+    elif not _a_cel_python_bug(source, ours, theirs):
         assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
 
 
@@ -289,6 +289,16 @@ def _int_of_the_lowest_double(ours: Any, theirs: Any) -> bool:
     test double_int_min_range expects an error, as cel-go gives); cel-python converts it."""
     return (isinstance(ours, CelEvaluationError) and "int() range error" in str(ours)
             and not isinstance(theirs, BaseException) and theirs == -(2**63))
+
+
+def _a_cel_python_bug(source: str, ours: Any, theirs: Any) -> bool:
+    """Two of cel-python's answers that the specification (and cel-go) contradict:
+    ``string(false)`` is ``"false"``, not Python's ``"False"``; and a key made by
+    concatenation (``("" + "a") in m``) is found in a map like any equal string (cel-python's
+    concatenation makes a plain ``str``, which its map type does not match)."""
+    if ours in ("true", "false") and theirs == ours.capitalize() and "string(" in source:
+        return True
+    return ours is True and theirs is False and " in m" in source and "+" in source
 
 
 def _may_succeed_where_cel_python_fails(source: str) -> bool:
@@ -306,7 +316,8 @@ def test_compiled_never_contradicts_cel_python(source: str, data: dict[str, Any]
             f"{source!r} on {data!r}: compiled {ours!r}, cel-python {theirs!r}"
         )
         return
-    assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
+    if not _a_cel_python_bug(source, ours, theirs):
+        assert same_value(theirs, ours), f"{source!r} on {data!r}: {ours!r} != {theirs!r}"
 
 
 # Inlined code (a tool plan's) ---------------------------------------------------------

@@ -39,9 +39,12 @@ from callgate_rules.cel.compiler.ir import (
     Not,
     Select,
     Var,
+    children,
     free_locals,
+    loop_cost,
     variables_read,
 )
+from callgate_rules.cel.cost import LIST_SCANS, STRING_SCANS
 
 _RUNTIME_NAMESPACE = runtime.NAMESPACE
 
@@ -56,6 +59,12 @@ _SLOW_COMPARISONS = {
 # Nesting of one generated expression before the rest moves into a helper function: each
 # level adds at most three brackets, and CPython's parser nests 200.
 _SPILL_DEPTH = 40
+# In an expression that is metered (``runtime.cost``), the operands of these calls are charged
+# by their size before the call: the library's scans by their names (``cel.cost``'s tables),
+# the runtime's string functions by their ``Call`` names.
+_SCANS = LIST_SCANS | STRING_SCANS
+_RUNTIME_SCANS = frozenset({"contains", "starts_with", "ends_with", "matches",
+                            "matches_compiled", "to_string", "to_bytes"})
 # Literal types whose comparison can be inlined behind ``type(x) is T``.
 _INLINE_LITERAL_TYPES = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes"}
 
@@ -117,11 +126,16 @@ class _Generator:
         self.namespace: dict[str, Any] = dict(_RUNTIME_NAMESPACE)
         self.functions: list[_Function] = []
         self.depth = 0  # how deeply the expression being generated nests
+        # whether the code charges the cost meter (``_metered``)
+        self.metered = False
 
     def program(self, root: Node) -> Program:
         self.namespace["_NAMES"] = variables_read(root)
         main = _Function("evaluate", ["variables"])
+        self.metered = _metered(root)
         body = self.returning(root, main)
+        if self.metered:  # a fresh cost budget (runtime.cost)
+            body = ["_start_metering()", *body]
         main.body = [
             "try:",
             *(f"    {line}" for line in body),
@@ -147,6 +161,8 @@ class _Generator:
             return [
                 "try:",
                 f"    _value = {operand}",
+                "except _CostExceeded:",
+                "    raise",
                 "except _FAILURES:",
                 "    return False",
                 f"return _has_field(_value, (), {node.field!r})",
@@ -170,6 +186,8 @@ class _Generator:
                 lines += [
                     "try:",
                     f"    {outcome} = {value}",
+                    "except _CostExceeded:",
+                    "    raise",
                     "except _FAILURES as _caught:",
                     f"    {outcome} = _caught",
                 ]
@@ -185,11 +203,13 @@ class _Generator:
     def comprehension(self, node: Comprehension, function: _Function) -> list[str]:
         variable = node.variable
         range_value = self.expression(node.range, function)
+        # each loop is charged before it runs: its elements times one pass of its body
+        per_element = loop_cost(node)
         if node.variable2 is not None:
             loop = (f"for {variable}, {node.variable2} in "
-                    f"_iteration_pairs({range_value}):")
+                    f"_metered_pairs({range_value}, {per_element}):")
         else:
-            loop = f"for {variable} in _iteration_range({range_value}):"
+            loop = f"for {variable} in _metered_range({range_value}, {per_element}):"
         predicate = (
             self.expression(node.predicate, function) if node.predicate is not None else None
         )
@@ -201,6 +221,8 @@ class _Generator:
                 loop,
                 "    try:",
                 f"        _outcome = {predicate}",
+                "    except _CostExceeded:",  # never absorbed: the budget is spent
+                "        raise",
                 "    except _FAILURES as _caught:",
                 "        _failure = _failure or _caught",
                 "        continue",
@@ -325,10 +347,13 @@ class _Generator:
         if isinstance(node, Member):
             return self.member(node, function)
         if isinstance(node, Call):
-            arguments = [self.expression(argument, function) for argument in node.arguments]
+            sort = node.function == "sort_by"  # its keys' loop is charged; the sort here
+            arguments = self.arguments(node.arguments, function,
+                                       sort or node.function in _RUNTIME_SCANS, sort=sort)
             return f"_{node.function}({', '.join(arguments)})"
         if isinstance(node, Apply):
-            arguments = [self.expression(argument, function) for argument in node.arguments]
+            arguments = self.arguments(node.arguments, function, node.name in _SCANS,
+                                       sort=node.name == "sort")
             return f"{self.constant(node.implementation)}({', '.join(arguments)})"
         if isinstance(node, ListLiteral):
             items = [self.expression(item, function) for item in node.items]
@@ -354,6 +379,19 @@ class _Generator:
         if isinstance(node, Bind):
             return self.helper_call(node, "bind")
         return self.helper_call(node, node.macro)
+
+    def arguments(self, nodes: tuple[Node, ...], function: _Function, scans: bool,
+                  sort: bool) -> list[str]:
+        """The arguments of a call; in metered code, those of a call that scans a value are
+        charged by their size first (``runtime.cost.scanned``; literals are bounded by the
+        expression itself, so not charged)."""
+        arguments = [self.expression(argument, function) for argument in nodes]
+        if not (self.metered and scans):
+            return arguments
+        charged = "_scanned_sort" if sort else "_scanned"
+        return [argument if isinstance(node, Const) or (sort and number)
+                else f"{charged if number == 0 else '_scanned'}({argument})"
+                for number, (node, argument) in enumerate(zip(nodes, arguments, strict=True))]
 
     def has(self, node: Has, function: _Function) -> str:
         found = _select_path(node.operand)
@@ -396,6 +434,8 @@ class _Generator:
         left = self.expression(node.left, function)
         right = self.expression(node.right, function)
         right_value = function.temporary()
+        if self.metered and operator in ("==", "!="):  # lists and maps: charged by size
+            slow = "_metered_equals" if operator == "==" else "_metered_not_equals"
         same_kind = "_SCALAR" if operator in ("==", "!=") else "_ORDERED"
         return (
             f"({value} {operator} {right_value} if type({value} := {left}) is "
@@ -423,6 +463,8 @@ class _Generator:
         # ``&`` evaluates both sides, item first, as the call would.
         value, elements = function.temporary(), function.temporary()
         item = self.expression(node.item, function)
+        if self.metered:  # a scan of the list, charged by its size (runtime.cost)
+            return f"_metered_in({item}, {self.expression(container, function)})"
         return (
             f"(True if (type({value} := {item}) is str) & "
             f"(type({elements} := {self.expression(container, function)}) is list) "
@@ -440,6 +482,25 @@ class _Generator:
         name = f"_k{next(self.constant_numbers)}{self.suffix}"
         self.namespace[name] = value
         return name
+
+
+def _metered(root: Node) -> bool:
+    """Whether the code for ``root`` charges the cost meter (``runtime.cost``): when it holds
+    a loop, or calls a list function of the library (``sort``, ``distinct``, ``sets.*``...:
+    Python-level comparisons, about a microsecond each, so a sort of the 32,768 elements a
+    call may carry takes a quarter of a second). An expression with neither is left
+    unmetered, and its code as fast as it was: it calls each function at most once per node,
+    and what those scan (``in``, ``==``, ``contains``, ``matches``...) they scan once,
+    linearly, over inputs the parse step bounded (64 KiB): milliseconds at most."""
+    pending = [root]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Comprehension):
+            return True
+        if isinstance(current, Apply) and current.name in LIST_SCANS:
+            return True
+        pending.extend(children(current))
+    return False
 
 
 def _cannot_fail(node: Node) -> bool:

@@ -209,3 +209,30 @@ def variables_read(node: Node) -> frozenset[str]:
     for child in children(node):
         found |= variables_read(child)
     return found
+
+
+def has_loop(node: Node) -> bool:
+    """Whether evaluating ``node`` may run a comprehension's loop."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Comprehension):
+            return True
+        pending.extend(children(current))
+    return False
+
+
+def loop_cost(node: Comprehension) -> int:
+    """The operations one pass of ``node``'s loop is charged (``runtime.cost``): one for
+    the pass and one per node of its body; a comprehension nested in the body counts its
+    range here and charges its own loop when it runs."""
+    pending = [part for part in (node.predicate, node.transform) if part is not None]
+    count = 1
+    while pending:
+        current = pending.pop()
+        count += 1
+        if isinstance(current, Comprehension):
+            pending.append(current.range)
+        else:
+            pending.extend(children(current))
+    return count

@@ -13,6 +13,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from callgate_rules.cel.bounds import MOST_RANGE
 from callgate_rules.cel.compiler.runtime.compare import less
 from callgate_rules.cel.compiler.runtime.kinds import kind, no_overload
 from callgate_rules.cel.errors import CelEvaluationError
@@ -23,9 +24,6 @@ from callgate_rules.cel.library.signatures import Function, global_, member
 from callgate_rules.cel.values import NONE, Optional
 
 LIBRARY = "lists"
-# callgate's bound on lists.range, so that lists.range(9223372036854775807) is an error,
-# not an attempt to fill the memory.
-MOST_RANGE = 1_000_000
 
 
 def _list(function: str, value: Any, *others: Any) -> Sequence[Any]:

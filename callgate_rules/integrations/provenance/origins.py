@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from callgate_rules.documents.source import unique_keys
 from callgate_rules.integrations.provenance.conversation import (
     RECORD,
     TOOL,
@@ -106,8 +107,8 @@ _COUNTED = ("iban", "url", "email", "date", "number")
 def _json_or_text(text: str | None) -> Any:
     if text is None:
         return {}
-    try:
-        return json.loads(text)
+    try:  # a key twice is read as text too, as in a result (``results``)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):  # arguments too deep to decode are read as text
         return text
 

@@ -2,7 +2,13 @@
 
 ``parsed_result`` reads a result's text as label expressions see it (``result``): JSON;
 else a YAML mapping or sequence (AgentDojo's tools, and many others, answer in YAML); else
-the text itself. Both parsers run within bounds: at most ``MAX_DEPTH`` levels of nesting
+the text itself. A result in which an object (a mapping) repeats a key is read as its
+text, whole, in either format: JSON leaves the meaning of a repeated key open and YAML
+forbids it, and were one copy to win, a label or an origin would depend on which one
+(``{"sender": "x@outside.example", "sender": "ann@corp.example"}`` would lose its
+``untrusted`` label). Read as text, every label expression over it fails and so gives its
+label (``labels``: a label marks caution), to the whole result and every value in it.
+Both parsers run within bounds: at most ``MAX_DEPTH`` levels of nesting
 and, for YAML, ``MAX_YAML_CHARACTERS`` characters and ``MAX_YAML_NODES`` nodes. YAML is
 read with the safe constructor and only its plain types (strings, numbers, booleans,
 null, sequences, mappings); an alias (``*name``) makes the result text, so no expansion
@@ -27,6 +33,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from callgate_rules.documents.source import RepeatedKey, unique_keys
 from callgate_rules.integrations.provenance.reading import ReadingLimits
 
 MAX_DEPTH = ReadingLimits.max_depth  # as a conversation's content
@@ -46,17 +53,32 @@ _Resolver.yaml_implicit_resolvers = {
             if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()}
 
+class _RepeatedYamlKey(yaml.YAMLError):
+    """A YAML mapping of a result repeats a key."""
+
+
+class _UniqueKeys(yaml.constructor.SafeConstructor):
+    """The safe constructor, refusing a mapping that repeats a key (YAML lets the last copy
+    win): the result is then read as its text (see the module docstring)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        if len(mapping) != len(node.value):
+            raise _RepeatedYamlKey("a mapping repeats a key")
+        return mapping
+
+
 if yaml.__with_libyaml__:  # libyaml's parser: non-recursive, and ten times faster
     from yaml._yaml import CParser
 
-    class _Loader(CParser, yaml.constructor.SafeConstructor, _Resolver):
+    class _Loader(CParser, _UniqueKeys, _Resolver):
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             yaml.constructor.SafeConstructor.__init__(self)
             _Resolver.__init__(self)
 else:  # pragma: no cover - PyYAML built without libyaml
     class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,  # type: ignore[no-redef]
-                  yaml.composer.Composer, yaml.constructor.SafeConstructor, _Resolver):
+                  yaml.composer.Composer, _UniqueKeys, _Resolver):
         def __init__(self, stream: str) -> None:
             yaml.reader.Reader.__init__(self, stream)
             yaml.scanner.Scanner.__init__(self)
@@ -81,8 +103,8 @@ def _parsed(text: str) -> Any:
 
 def _parse(text: str) -> Any:
     try:
-        value = json.loads(text)
-    except RecursionError:
+        value = json.loads(text, object_pairs_hook=unique_keys)
+    except (RecursionError, RepeatedKey):  # too deep, or a key twice: the text, whole
         return text
     except ValueError:
         return _yaml_or_text(text)

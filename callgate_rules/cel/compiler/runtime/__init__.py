@@ -20,7 +20,9 @@ the generated code's globals under its name with a ``_`` prefix (``FUNCTIONS["ad
 - ``conversions``: ``int()``, ``uint()``, ``double()``, ``string()``, ``bool()``,
   ``bytes()``, ``type()``;
 - ``optionals``: ``a.?b``, ``a[?k]``, ``[?x]``, ``{?k: v}`` and ``optMap``/``optFlatMap``;
-- ``timestamps``: ``timestamp()``, ``duration()`` and the ``get*`` accessors.
+- ``timestamps``: ``timestamp()``, ``duration()`` and the ``get*`` accessors;
+- ``cost``: the run-time cost budget every loop, and every call that scans a value in an
+  expression with a loop, is charged against.
 
 This module holds the registry the compiler calls through, ``FUNCTIONS`` by the name
 ``lowering`` gives a call and ``COMPARISONS`` by operator, and names what ``codegen`` and
@@ -68,6 +70,17 @@ from callgate_rules.cel.compiler.runtime.conversions import (
     to_string,
     to_uint,
     type_of,
+)
+from callgate_rules.cel.compiler.runtime.cost import (
+    CostExceeded,
+    metered_equals,
+    metered_in,
+    metered_not_equals,
+    metered_pairs,
+    metered_range,
+    scanned,
+    scanned_sort,
+    start_metering,
 )
 from callgate_rules.cel.compiler.runtime.kinds import (
     ABSENT,
@@ -118,7 +131,7 @@ from callgate_rules.cel.compiler.runtime.timestamps import (
 from callgate_rules.cel.values import Optional
 
 __all__ = [
-    "ABSENT", "COMPARISONS", "FAILURES", "FUNCTIONS", "INT64_MAX", "INT64_MIN",
+    "ABSENT", "COMPARISONS", "CostExceeded", "FAILURES", "FUNCTIONS", "INT64_MAX", "INT64_MIN",
     "ORDERED_TYPES", "SCALAR_TYPES", "equals", "fail", "greater", "greater_equal",
     "flat_map_result", "has_field", "is_in", "is_rfc3339", "iteration_pairs",
     "iteration_range", "make_list_with_optionals", "make_map_with_optionals",
@@ -196,6 +209,15 @@ NAMESPACE: dict[str, Any] = {
     "_make_map": make_map,
     "_iteration_range": iteration_range,
     "_iteration_pairs": iteration_pairs,
+    "_metered_range": metered_range,
+    "_metered_pairs": metered_pairs,
+    "_start_metering": start_metering,
+    "_scanned": scanned,
+    "_scanned_sort": scanned_sort,
+    "_metered_equals": metered_equals,
+    "_metered_not_equals": metered_not_equals,
+    "_metered_in": metered_in,
+    "_CostExceeded": CostExceeded,
     "_make_list_with_optionals": make_list_with_optionals,
     "_make_map_with_optionals": make_map_with_optionals,
     "_optional_operand": optional_operand,
