@@ -26,6 +26,11 @@ def replay_command(decision_log: Path, paths: tuple[Path, ...], output_format: s
     Prints the decisions that would change, grouped by route before → after with the rule
     responsible, the lines it cannot decide again (and why), and totals; --format json
     prints them as a list. The same log and documents give byte-identical output.
+
+    \b
+    Exit codes:
+      0 replayed (whatever would change: it is a report)
+      2 bad input: a log or folder that is not there, documents with errors
     """
     documents = paths or (Path("contracts"), Path("policies"))
     for path in documents:

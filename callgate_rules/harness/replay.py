@@ -152,6 +152,8 @@ def read_log(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any] | None]]
                 record = json.loads(text)
             except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
                 record = None
+            if isinstance(record, dict) and "checkpoint" in record:
+                continue  # a signed checkpoint of the log's chain, no decision
             yield number, record if isinstance(record, dict) else None
 
 

@@ -4,10 +4,22 @@ Each line of a call that parsed carries ``replay``: the inputs the decision read
 and session as the host passed them, the decision time, the records each look-up found, the
 arguments' provenance), masked as the arguments are, and what steps 1–4 decided before any
 execution. ``callgate replay`` decides each line again from them (``harness.replay``).
+
+The log shows tampering. Every line carries ``chain``: its sequence number and the SHA-256
+of the line before it (of its exact bytes, without the newline; 64 zeros before the first
+line), so a line dropped, edited, inserted or moved breaks the chain at that place. With a
+signing key (Ed25519), a *checkpoint* line is written every ``checkpoint_every`` lines and
+when the log is closed: it signs its sequence number, the hash of the line before it, its
+time and the key's ID, so lines edited and the chain recomputed after them are caught at
+the next checkpoint. Rotation (``max_bytes``, or ``rotate()``) renames the file and starts
+a new one whose first line chains to the last line of the old one. ``verify_log`` (and
+``callgate log verify``) names the first line where the chain or a checkpoint breaks.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import os
@@ -17,10 +29,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from callgate_rules.errors import InputError
 from callgate_rules.taxonomy import ErrorClass, Route
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 ARGUMENT_ERRORS = frozenset({ErrorClass.MALFORMED, ErrorClass.UNKNOWN_TOOL,
                              ErrorClass.UNEXPECTED_ARGUMENT, ErrorClass.INVALID_ARGUMENT})
@@ -29,6 +47,9 @@ LOGGER = logging.getLogger("callgate")
 # so a line is kept at most 1.1 times the retention, and a busy log is not rewritten on
 # every line.
 PURGE_SHARE = 10
+GENESIS = "0" * 64  # what the first line of a log chains to
+CHECKPOINT_EVERY = 1000  # lines between two signed checkpoints, by default
+_TAIL_BLOCK = 1 << 16
 
 
 def count(counters: Counter[str], log: Mapping[str, Any]) -> None:
@@ -164,8 +185,17 @@ class DecisionLog:
 
     def __init__(self, target: str | Path | TextIO, *, retention: timedelta | None = None,
                  now: datetime | None = None, clock: Callable[[], datetime] = utc_now,
-                 purge_every: timedelta | None = None) -> None:
+                 purge_every: timedelta | None = None,
+                 signing_key: Ed25519PrivateKey | None = None,
+                 checkpoint_every: int = CHECKPOINT_EVERY,
+                 max_bytes: int | None = None) -> None:
+        if checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be at least 1, not {checkpoint_every}")
         self._lock = threading.Lock()
+        self.signing_key = signing_key
+        self.checkpoint_every = checkpoint_every
+        self.max_bytes = max_bytes
+        self._seq, self._head, self._since_checkpoint = 0, GENESIS, 0
         self.retention = retention
         self.clock = clock
         self.purge_every = purge_every if purge_every is not None else (
@@ -178,20 +208,82 @@ class DecisionLog:
             if retention is not None:
                 self._purge(now or clock())
             self._stream: TextIO = self._open()
+            self._seq, self._head = _chain_end(self.path)
             self._owned = True
         else:
             self._stream = target
             self._owned = False
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
         with self._lock:
             if self._next_purge is not None:
                 now = self.clock()
                 if now >= self._next_purge:
                     self._purge_open_file(now)
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            self._append(record)
+            self._since_checkpoint += 1
+            if self.signing_key is not None and \
+                    self._since_checkpoint >= self.checkpoint_every:
+                self._checkpoint()
+            if self.max_bytes is not None and self.path is not None and \
+                    self._stream.tell() >= self.max_bytes:
+                self._rotate()
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """The sequence number and the hash of the last line written (0 and ``GENESIS``
+        before the first)."""
+        with self._lock:
+            return self._seq, self._head
+
+    def checkpoint(self) -> None:
+        """Write a signed checkpoint now (nothing without a signing key)."""
+        with self._lock:
+            if self.signing_key is not None:
+                self._checkpoint()
+
+    def rotate(self) -> Path:
+        """Close the file (after a checkpoint, with a signing key), rename it to
+        ``NAME.YYYYmmddTHHMMSSZ`` (and a number, if taken) and start a new file whose first
+        line chains to the last line of the old one; returns the renamed file."""
+        with self._lock:
+            return self._rotate()
+
+    def _append(self, record: Mapping[str, Any]) -> None:
+        self._seq += 1
+        chained = {**record, "chain": {"seq": self._seq, "prev": self._head}}
+        line = json.dumps(chained, ensure_ascii=False, separators=(",", ":"), default=str)
+        self._stream.write(line + "\n")
+        self._stream.flush()
+        self._head = line_hash(line)
+
+    def _checkpoint(self) -> None:
+        assert self.signing_key is not None
+        from callgate_rules.signing import key_id
+
+        signer = key_id(self.signing_key.public_key())
+        ts = self.clock().isoformat()
+        signature = self.signing_key.sign(
+            checkpoint_message(self._seq + 1, self._head, ts, signer))
+        self._append({"ts": ts, "checkpoint": {
+            "key_id": signer, "signature": base64.b64encode(signature).decode("ascii")}})
+        self._since_checkpoint = 0
+
+    def _rotate(self) -> Path:
+        if self.path is None:
+            raise ValueError("a decision log written to a stream is rotated outside")
+        if self.signing_key is not None and self._since_checkpoint:
+            self._checkpoint()
+        self._stream.close()
+        stamp = self.clock().strftime("%Y%m%dT%H%M%SZ")
+        rotated = self.path.with_name(f"{self.path.name}.{stamp}")
+        number = 1
+        while rotated.exists():
+            number += 1
+            rotated = self.path.with_name(f"{self.path.name}.{stamp}.{number}")
+        os.replace(self.path, rotated)
+        self._stream = self._open()
+        return rotated
 
     def purge(self, now: datetime | None = None) -> int:
         """Drop records older than the retention from the file; return how many went."""
@@ -201,8 +293,15 @@ class DecisionLog:
             return self._purge_open_file(now or self.clock())
 
     def close(self) -> None:
-        if self._owned:
-            self._stream.close()
+        """Write a last checkpoint (with a signing key, when lines came after the last
+        one) and close the file."""
+        with self._lock:
+            if self._stream.closed:
+                return
+            if self.signing_key is not None and self._since_checkpoint:
+                self._checkpoint()
+            if self._owned:
+                self._stream.close()
 
     # -- the file -----------------------------------------------------------------------
 
@@ -281,12 +380,185 @@ def _timestamp(line: str) -> datetime | None:
     return ts
 
 
-def open_decision_log(path: str | Path | None) -> DecisionLog | None:
-    """The decision log a ``--decision-log PATH`` option names (``None`` for none), or an
+def open_decision_log(path: str | Path | None, *, signing_key: str | Path | None = None,
+                      checkpoint_every: int = CHECKPOINT_EVERY,
+                      max_bytes: int | None = None) -> DecisionLog | None:
+    """The decision log a ``--decision-log PATH`` option names (``None`` for none), with
+    checkpoints signed by the Ed25519 key in the PEM file ``signing_key``, or an
     ``InputError`` saying why the file cannot be written."""
     if path is None:
         return None
+    key = None
+    if signing_key is not None:
+        from callgate_rules.signing import load_private_key
+
+        key = load_private_key(signing_key)
     try:
-        return DecisionLog(path)
+        return DecisionLog(path, signing_key=key, checkpoint_every=checkpoint_every,
+                           max_bytes=max_bytes)
     except OSError as error:
         raise InputError(f"--decision-log {path}: cannot write: {error.strerror}") from None
+
+
+# The chain ------------------------------------------------------------------------------
+
+
+def line_hash(line: str) -> str:
+    """The SHA-256 of a log line's bytes (UTF-8, without its newline), in hex."""
+    return hashlib.sha256(line.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def checkpoint_message(seq: int, prev: str, ts: str, key_id: str) -> bytes:
+    """What a checkpoint's signature signs: its place in the chain, its time, its key."""
+    return f"callgate decision log checkpoint\n{seq}\n{prev}\n{ts}\n{key_id}\n".encode()
+
+
+def _last_line(path: Path) -> str | None:
+    """The file's last non-blank line, read from its end."""
+    with path.open("rb") as raw:
+        end = raw.seek(0, os.SEEK_END)
+        tail = b""
+        while end > 0:
+            start = max(0, end - _TAIL_BLOCK)
+            raw.seek(start)
+            tail = raw.read(end - start) + tail
+            end = start
+            stripped = tail.rstrip(b"\n")
+            if b"\n" in stripped or end == 0:
+                return stripped.rsplit(b"\n", 1)[-1].decode("utf-8", "surrogateescape") \
+                    if stripped else None
+    return None
+
+
+def _chain_end(path: Path) -> tuple[int, str]:
+    """Where a log file's chain ends: its last line's sequence number and hash (0 and
+    ``GENESIS`` for an empty file). A file written before chaining chains on from its
+    last line, numbered from 1."""
+    last = _last_line(path) if path.exists() else None
+    if last is None:
+        return 0, GENESIS
+    try:
+        seq = int(json.loads(last)["chain"]["seq"])
+    except (ValueError, KeyError, TypeError):
+        seq = 0
+    return seq, line_hash(last)
+
+
+@dataclass(frozen=True)
+class LogVerification:
+    """What ``verify_log`` found: lines and checkpoints checked, the first break (None
+    when the chain holds), and what the check could not cover."""
+
+    lines: int
+    checkpoints: int
+    broken: str | None
+    notes: tuple[str, ...] = ()
+
+
+def _lines_of(path: Path) -> list[str]:
+    try:
+        with path.open(encoding="utf-8", errors="surrogateescape", newline="") as file:
+            return [line.rstrip("\n") for line in file if line.strip()]
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the decision log: {error.strerror}") from None
+
+
+def _first_seq(lines: list[str]) -> int:
+    try:
+        return int(json.loads(lines[0])["chain"]["seq"]) if lines else 0
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def verify_log(paths: list[Path], public_key: Ed25519PublicKey | None, *,
+               partial: bool = False) -> LogVerification:
+    """Check the chain of the log files ``paths`` (a log and its rotated files, in any
+    order: they are put in the order of their first lines' sequence numbers), and each
+    checkpoint's signature with ``public_key``. The first break is named by file and line;
+    the lines after the last checkpoint, which no signature covers yet, are noted.
+    The chain must start at its first line, unless ``partial`` (earlier files rotated
+    away, or lines purged by retention)."""
+    from callgate_rules.signing import key_id, verifies
+
+    expected_key = key_id(public_key) if public_key is not None else None
+    files = sorted(((path, _lines_of(path)) for path in paths),
+                   key=lambda kept: _first_seq(kept[1]))
+    notes: list[str] = []
+    head: str | None = None  # unknown before the first line: it may chain to a purged line
+    seq = lines = checkpoints = 0
+    since_checkpoint = 0
+    above = ""  # the place of the line before
+    for path, file_lines in files:
+        for number, line in enumerate(file_lines, start=1):
+            place = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+                chain = record["chain"]
+                line_seq, prev = int(chain["seq"]), str(chain["prev"])
+            except (ValueError, KeyError, TypeError):
+                return LogVerification(lines, checkpoints, f"{place}: not a chained log line "
+                                       "(not JSON, or no chain): inserted, edited or cut short")
+            if head is None:
+                if prev != GENESIS and not partial:
+                    return LogVerification(lines, checkpoints, (
+                        f"{place}: the chain breaks here: this is line {line_seq} of the "
+                        "chain and the lines before it are missing (dropped; or rotated "
+                        "away or purged: pass their files too, or --partial)"))
+                if prev != GENESIS:
+                    notes.append(f"{place}: the log starts at line {line_seq} of its chain "
+                                 "(--partial: earlier lines rotated away or purged are not "
+                                 "checked, nor whether lines were dropped before this one)")
+            elif line_seq > seq + 1:
+                return LogVerification(lines, checkpoints, (
+                    f"{place}: the chain breaks here: line(s) {seq + 1}–{line_seq - 1} of "
+                    f"the chain are missing before this one (dropped, or moved)"))
+            elif line_seq <= seq:
+                return LogVerification(lines, checkpoints, (
+                    f"{place}: the chain breaks here: this is line {line_seq} of the chain, "
+                    f"after line {seq}: lines were moved or inserted"))
+            elif prev != head:
+                return LogVerification(lines - 1, checkpoints, (
+                    f"{above}: the chain breaks here: this line was edited (the next line "
+                    f"recorded another hash for it), or replaced"))
+            above = place
+            if isinstance(record.get("checkpoint"), Mapping):
+                problem = _checkpoint_problem(record, line_seq, prev, public_key,
+                                              expected_key, verifies)
+                if problem is not None:
+                    return LogVerification(lines, checkpoints, f"{place}: {problem}")
+                checkpoints += public_key is not None
+                since_checkpoint = 0
+            else:
+                since_checkpoint += 1
+            lines += 1
+            seq, head = line_seq, line_hash(line)
+    if public_key is None:
+        notes.append("no --public-key: checkpoints were not checked; an edit whose chain "
+                     "was recomputed after it goes unseen")
+    elif since_checkpoint:
+        notes.append(f"the last {since_checkpoint} line(s) come after the last checkpoint: "
+                     "no signature covers them yet (the log is still open, or was not "
+                     "closed cleanly, or lines were cut off its end)")
+    return LogVerification(lines, checkpoints, None, tuple(notes))
+
+
+def _checkpoint_problem(record: Mapping[str, Any], seq: int, prev: str,
+                        public_key: Ed25519PublicKey | None, expected_key: str | None,
+                        verifies: Callable[[Ed25519PublicKey, bytes, bytes], bool],
+                        ) -> str | None:
+    if public_key is None:
+        return None
+    checkpoint = record["checkpoint"]
+    signer = checkpoint.get("key_id")
+    if signer != expected_key:
+        return (f"a checkpoint signed by key {signer}, not by the given key "
+                f"{expected_key}: forged, or the wrong --public-key")
+    try:
+        signature = base64.b64decode(str(checkpoint.get("signature")), validate=True)
+    except ValueError:
+        return "the checkpoint's signature is not base64: forged or edited"
+    if not verifies(public_key, signature,
+                    checkpoint_message(seq, prev, str(record.get("ts")), str(signer))):
+        return ("the checkpoint's signature does not verify: the checkpoint or a line "
+                "before it was edited (and the chain recomputed), or it was forged")
+    return None

@@ -1,0 +1,182 @@
+"""``callgate bundle build|verify|inspect``: signed policy bundles for a fleet; ``callgate
+log verify``: a decision log's chain and signed checkpoints. Signing and verifying need the
+``cryptography`` package (the ``bundle`` extra)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from callgate_rules.errors import InputError
+
+if TYPE_CHECKING:
+    from callgate_rules.documents.bundle import Bundle
+
+KEY_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.group()
+def bundle() -> None:
+    """Build, verify and inspect signed policy bundles (one file for a fleet)."""
+
+
+@bundle.command("build")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The bundle file to write (a tar).")
+@click.option("--key", "key_file", type=KEY_PATH,
+              help="The Ed25519 private key (PEM, `openssl genpkey -algorithm ed25519`) "
+                   "that signs the manifest.")
+@click.option("--unsigned", is_flag=True,
+              help="Write an unsigned bundle (only a service on loopback loads one, with "
+                   "--allow-unsigned-bundle).")
+def build(paths: tuple[Path, ...], output: Path, key_file: Path | None,
+          unsigned: bool) -> None:
+    """Bundle the documents under PATHS (default `contracts policies`) into one file,
+    signed with --key. The documents must compile without errors.
+
+    \b
+    Exit codes:
+      0 written
+      2 bad input: documents with errors, a key that is not an Ed25519 PEM key, no --key
+        and no --unsigned
+    """
+    from callgate_rules.cli.served import documents_here
+    from callgate_rules.documents.bundle import build_bundle
+    from callgate_rules.signing import load_private_key
+
+    if key_file is None and not unsigned:
+        raise InputError("callgate bundle build needs --key KEY (an Ed25519 private key), "
+                         "or --unsigned for a development bundle")
+    key = load_private_key(key_file) if key_file is not None else None
+    manifest = build_bundle([str(p) for p in paths] or documents_here(), output, key)
+    signer = f"signed by {manifest.key_id}" if manifest.key_id else "unsigned"
+    click.echo(f"{output}: {len(manifest.files)} file(s), {len(manifest.documents)} "
+               f"document(s), {signer}")
+
+
+@bundle.command("verify")
+@click.argument("location")
+@click.option("--public-key", "public_key_file", type=KEY_PATH, required=True,
+              help="The signer's Ed25519 public key (PEM, `openssl pkey -pubout`).")
+def verify(location: str, public_key_file: Path) -> None:
+    """Check the bundle at LOCATION (a file or an http(s) URL): its signature by the
+    public key, and every file against the manifest (none changed, missing or added).
+
+    \b
+    Exit codes:
+      0 the bundle is signed by that key and untouched (its digest is printed)
+      1 it is not: each problem on its own line
+      2 bad input: a key or a bundle that cannot be read
+    """
+    from callgate_rules.documents.bundle import BundleError, read_bundle
+    from callgate_rules.signing import load_public_key
+
+    key = load_public_key(public_key_file)
+    try:
+        read_bundle(location).verify(key)
+    except BundleError as error:
+        for problem in error.problems:
+            click.echo(f"callgate: bundle {location}: {problem}", err=True)
+        sys.exit(error.exit_code)
+    click.echo(f"{location}: verified, {read_bundle(location).digest}")
+
+
+@bundle.command("inspect")
+@click.argument("location")
+def inspect(location: str) -> None:
+    """Print the manifest of the bundle at LOCATION (JSON) and its digest, without
+    verifying it: use `callgate bundle verify` for that.
+
+    \b
+    Exit codes:
+      0 printed
+      1 not a readable bundle
+      2 a file or URL that cannot be read
+    """
+    from callgate_rules.documents.bundle import read_bundle
+
+    read = read_bundle(location)
+    shown = {"digest": read.digest, "signed": read.signature is not None,
+             **read.manifest.as_json()}
+    click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+
+
+@click.group("log")
+def log() -> None:
+    """Check a decision log's chain and signed checkpoints."""
+
+
+@log.command("verify")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--public-key", "public_key_file", type=KEY_PATH,
+              help="The Ed25519 public key of the checkpoints' signing key (PEM).")
+@click.option("--partial", is_flag=True,
+              help="Accept a log whose first lines are gone (rotated files not given, or "
+                   "lines purged by retention); lines dropped before the first are then "
+                   "not seen.")
+def log_verify(files: tuple[Path, ...], public_key_file: Path | None, partial: bool) -> None:
+    """Check the decision log FILES (a log and its rotated files, in any order): every
+    line chains to the one before it, and every checkpoint is signed by --public-key.
+
+    \b
+    Exit codes:
+      0 the chain holds (notes, if any, on stderr)
+      1 it breaks: the first line where it does is named
+      2 bad input: a file or a key that cannot be read
+    """
+    from callgate_rules.integrations.decision_log import verify_log
+    from callgate_rules.signing import load_public_key
+
+    key = load_public_key(public_key_file) if public_key_file is not None else None
+    found = verify_log(list(files), key, partial=partial)
+    for note in found.notes:
+        click.echo(f"callgate: note: {note}", err=True)
+    if found.broken is not None:
+        click.echo(f"callgate: {found.broken}", err=True)
+        click.echo(f"callgate: {found.lines} line(s) before it hold", err=True)
+        sys.exit(1)
+    click.echo(f"{found.lines} line(s), {found.checkpoints} checkpoint(s) verified: the "
+               "chain holds")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def verified_bundle(location: str | None, public_key_file: Path | None,
+                    allow_unsigned: bool, host: str | None,
+                    paths: Sequence[Path]) -> Bundle | None:
+    """The ``--bundle`` of ``serve`` or ``gateway``, verified before anything starts: a
+    ``BundleError`` in one line for an unsigned, tampered or wrongly signed one.
+    ``--allow-unsigned-bundle`` only when listening on loopback (``host``; None: stdio)."""
+    if location is None:
+        if public_key_file is not None or allow_unsigned:
+            raise InputError("--public-key and --allow-unsigned-bundle go with --bundle")
+        return None
+    if paths:
+        raise InputError("pass either PATHS or --bundle, not both")
+    if allow_unsigned and host is not None and not _loopback(host):
+        raise InputError(f"--allow-unsigned-bundle only on a loopback address, not {host}")
+    if public_key_file is None and not allow_unsigned:
+        raise InputError("--bundle needs --public-key KEY (the signer's Ed25519 public key), "
+                         "or --allow-unsigned-bundle on loopback for development")
+    from callgate_rules.documents.bundle import BundleError, open_bundle
+
+    try:
+        return open_bundle(location, public_key_file, allow_unsigned=allow_unsigned)
+    except BundleError as error:  # refused at start: bad input (2), in one line
+        raise InputError(f"refusing {error}") from None
+
+
+COMMANDS = (bundle, log)
