@@ -15,6 +15,10 @@ verdict. Rejections are returned, never raised. The commonest (an enforced deny 
 holds, no allow rule, an enforced rule that is false) are ``Foreseen``: made once, here,
 with every field but their messages.
 
+The plan reads as the policy: each look-up and rule has its CEL text in a comment above
+its code, and ``ToolPlan.outline()`` shows the same steps without the code. The functions
+it calls are bound into its namespace by reference (``CALLED``), never named in a string.
+
 The plan is *the* implementation of steps 3–4. ``tests/reference_steps.py`` holds it to a
 plain, slow evaluator written check by check, on every scenario, policy test and
 hypothesis-made call.
@@ -29,6 +33,7 @@ import linecache
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from callgate_rules.cel.compiler import FAILURES
@@ -46,7 +51,7 @@ from callgate_rules.documents.model import (
 from callgate_rules.integrations import provenance
 from callgate_rules.integrations.provenance.labels import configuration_labeller, record_labels
 from callgate_rules.integrations.provenance.origins import Labeller, trace_origins
-from callgate_rules.pipeline import authorize, validate
+from callgate_rules.pipeline import approvals, authorize, lookups, plan_outline, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Foreseen, Rejection
 from callgate_rules.pipeline.route import Foretold, Router
@@ -62,7 +67,7 @@ class ToolPlan:
     tool's first call, so that no decision works it out again."""
 
     __slots__ = ("contract", "rules", "may_see", "example", "versions", "parsed", "passed",
-                 "reads_provenance", "reads_history", "source", "decide", "foretold")
+                 "reads_provenance", "reads_history", "source", "decide", "foretold", "steps")
 
     def __init__(self, config: GateConfig, contract: Contract, tools: str) -> None:
         self.contract = contract
@@ -78,19 +83,25 @@ class ToolPlan:
         read = variables_read(contract, self.rules)
         self.reads_provenance = "provenance" in read
         # The run's history is read from the store only for a tool whose rules read it.
-        self.reads_history = "history" in read
+        # (and the approvals it holds for one that declares approval_covers)
+        self.reads_history = "history" in read or approvals.declares_covering(contract)
         writer = _Writer()
         # ``origins`` and ``reads`` (which read each value came from, with its labels) only
         # for a tool whose rules read them
         if read & {"origins", "reads"}:
             writer.labeller = configuration_labeller(config)
-        self.source = writer.plan(contract, config.policies, self.rules, self.may_see,
-                                  self.reads_provenance, self.example,
-                                  config.routing.provenance)
+        self.source = writer.plan(config, self)
+        self.steps = tuple(writer.steps)  # the plan in words, a line each: ``outline``
         self.decide: Decide = writer.compiled(self.source, contract.name)
         # how each rejection the plan may return is routed and worded, before any call
         self.foretold = {foreseen: Foretold(foreseen, config.routing, contract, tools)
                          for foreseen in writer.foreseen}
+
+    def outline(self) -> str:
+        """The plan in words, without its code: the steps in order, each look-up with its
+        collection and key, each rule with its CEL text, mode and error class."""
+        name, version = self.contract.name, self.contract.version
+        return "\n".join((f"plan of {name} v{version}", *self.steps)) + "\n"
 
 
 class Plans:
@@ -110,12 +121,13 @@ class Plans:
 
     @property
     def records_history(self) -> bool:
-        """Whether any expression of the configuration reads ``history``: if none does, a
-        run's history is not kept (worked out on first use)."""
+        """Whether any expression of the configuration reads ``history``, or any question
+        declares ``approval_covers``: if none does, a run's history is not kept (worked out
+        on first use)."""
         if self._records_history is None:
             self._records_history = any(
                 "history" in variables_read(contract, authorize.ToolRules.of(
-                    self.config.policies, name))
+                    self.config.policies, name)) or approvals.declares_covering(contract)
                 for name, contract in self.config.contracts.items())
         return self._records_history
 
@@ -204,6 +216,32 @@ def looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[
     return records
 
 
+# The functions a plan calls, by the step they belong to, and its own. They are bound into
+# its namespace by reference and its code names each by its ``__name__`` (``_validate.unmatched``,
+# ``_failure_of``): a rename is seen by mypy, ruff and rename tools, and a function the writer
+# has not bound here cannot be written into a plan (``called`` refuses it).
+CALLED: dict[str, tuple[Callable[..., Any], ...]] = {
+    "_validate": (validate.schema_rejection, validate.key_rejection, validate.no_resolver,
+                  validate.records_of, validate.resolver_failed, validate.too_slow,
+                  validate.visible_records, validate.candidates, validate.unmatched,
+                  validate.listed_entry, validate.rule_outcome),
+    "_authorize": (authorize.host_fact_rejection, authorize.access_verdict),
+    "_lookups": (lookups.ask, lookups.LookupLate),
+}
+_PLAN_FUNCTIONS = (failure_of, traced_sources, provenance.unknown_sources, traced_origins)
+_BOUND: dict[str, Any] = {
+    **{step: SimpleNamespace(**{f.__name__: f for f in functions})
+       for step, functions in CALLED.items()},
+    **{f"_{f.__name__}": f for f in _PLAN_FUNCTIONS}}
+_NAMES = {**{f: f"{step}.{f.__name__}" for step, functions in CALLED.items() for f in functions},
+          **{f: f"_{f.__name__}" for f in _PLAN_FUNCTIONS}}
+
+
+def called(function: Callable[..., Any]) -> str:
+    """The name a plan's code calls ``function`` by: it must be bound above."""
+    return _NAMES[function]
+
+
 # Writing the plan --------------------------------------------------------------------------
 
 
@@ -216,18 +254,28 @@ class _Writer:
     """Writes a plan's source; every value it needs is bound in ``namespace`` by name."""
 
     def __init__(self) -> None:
-        self.namespace: dict[str, Any] = {
-            "_FAILURES": FAILURES, "_failure_of": failure_of, "_validate": validate,
-            "_authorize": authorize, "_traced_sources": traced_sources,
-            "_unknown_sources": provenance.unknown_sources, "_traced_origins": traced_origins,
-        }
+        self.namespace: dict[str, Any] = {"_FAILURES": FAILURES, **_BOUND}
         self.labeller: Labeller | None = None  # set when the tool's rules read origins
         self.foreseen: list[Foreseen] = []
         self.lines: list[str] = []
+        self.steps: list[str] = []  # the plan in words (``ToolPlan.outline``)
+        self.step = ""  # the step ``steps`` ends in
 
     def bind(self, name: str, value: Any) -> str:
         self.namespace[name] = value
         return name
+
+    def note(self, step: str, heading: str, cel: CompiledExpression | None = None,
+             pad: str = "    ", joint: str = ": ") -> None:
+        """A step of the plan in words (with its CEL text): a comment above its code, and
+        lines of the outline, under ``step`` where it changes (3 VALIDATE, 4 AUTHORIZE)."""
+        described, text = plan_outline.described, None if cel is None else cel.source
+        shown = "" if self.steps and self.step == step else step
+        self.step = step
+        self.lines += [f"{pad}# {line}" for line in described(
+            f"{shown} {heading}".lstrip(), text, 98 - len(pad), joint)]
+        lines = described(heading, text, 88, joint)
+        self.steps += [f"{shown:<12}{lines[0]}", *(f"{'':<12}{line}" for line in lines[1:])]
 
     def rejection(self, name: str, foreseen: Foreseen) -> str:
         self.foreseen.append(foreseen)
@@ -271,39 +319,46 @@ class _Writer:
         """``evaluation``, with a failure caught as the error the expression reports."""
         return [f"{pad}try:", *self.evaluation(name, expression, pad + "    ", target),
                 f"{pad}except _FAILURES as caught:",
-                f"{pad}    {target} = _failure_of({name}_expression, variables, caught)"]
+                f"{pad}    {target} = {called(failure_of)}({name}_expression, variables, "
+                "caught)"]
 
-    def plan(self, contract: Contract, policies: AccessPolicies, rules: authorize.ToolRules,
-             may_see: validate.MaySee, reads_provenance: bool, example: str,
-             thresholds: provenance.Thresholds) -> str:
+    def plan(self, config: GateConfig, tool: ToolPlan) -> str:
+        contract = tool.contract
         self.bind("_contract", contract)
-        self.bind("_example", example)
-        self.bind("_may_see", may_see)
-        self.bind("_thresholds", thresholds)
+        self.bind("_example", tool.example)
+        self.bind("_may_see", tool.may_see)
+        self.bind("_thresholds", config.routing.provenance)
         self.lines = ["def decide(arguments, actor, session, now, resolvers, conversation, "
-                      "variables, trace, shadow):",
-                      "    append = trace.append"]
-        self.schemas(contract, policies)
+                      "variables, trace, shadow):"]
+        self.note("2 PARSE", plan_outline.parse_bounds(config.routing.input_limits))
+        self.lines.append("    append = trace.append")
+        self.schemas(contract, config.policies)
         if contract.lookups:
             # A resolver cannot be interrupted; an answer later than the contract's timeout
             # is not trusted to decide.
             self.lines.append(f"    started = {self.bind('_clock', time.perf_counter)}()")
+            self.bind("_timeout", float(contract.timeout_seconds))
             for index, lookup in enumerate(contract.lookups):
                 self.lookup(index, lookup)
+            self.note("3 VALIDATE", f"every look-up answered within {contract.timeout_seconds:g} s "
+                      f"(else {ErrorClass.TRANSIENT})")
             self.lines += ["    elapsed = _clock() - started",
                            f"    if elapsed > {contract.timeout_seconds!r}:",
-                           "        return _validate.too_slow(_contract, elapsed)"]
-        self.origins(reads_provenance)
-        self.access(contract, rules)
+                           f"        return {called(validate.too_slow)}(_contract, elapsed)"]
+        self.origins(tool.reads_provenance)
+        self.access(contract, tool.rules)
         self.business_rules(contract)
         return "\n".join(self.lines) + "\n"
 
     def schemas(self, contract: Contract, policies: AccessPolicies) -> None:
         """3 VALIDATE the arguments; then the host's actor and session facts (4)."""
         bind = self.bind
+        self.note("3 VALIDATE", f"the arguments match the contract's schema (else "
+                  f"{ErrorClass.INVALID_ARGUMENT})")
         self.lines += [
             f"    if not {bind('_arguments_valid', contract.arguments_valid)}(arguments):",
-            "        rejection = _validate.schema_rejection(_contract, arguments, trace)",
+            f"        rejection = {called(validate.schema_rejection)}(_contract, arguments, "
+            "trace)",
             "        if rejection is not None:",
             "            return rejection",
             f"    append({bind('_SCHEMA_PASSED', validate.SCHEMA_PASSED)})"]
@@ -317,10 +372,12 @@ class _Writer:
             if name == "session" and valid is not None and valid({}):
                 # Most hosts pass no session: an empty one is not checked on every call.
                 check = f"session and {check}"
+            self.note("4 AUTHORIZE", f"the host's {name} matches the declared {name} schema "
+                      f"(else {ErrorClass.FORBIDDEN})")
             self.lines += [
                 f"    if {check}:",
-                f"        rejection = _authorize.host_fact_rejection(_{name}_validator, "
-                f"{name}, {name!r}, {name + '-schema'!r})",
+                f"        rejection = {called(authorize.host_fact_rejection)}("
+                f"_{name}_validator, {name}, {name!r}, {name + '-schema'!r})",
                 "        if rejection is not None:",
                 "            return rejection"]
         # JSON numbers as their schemas type them (cel.json_numbers): `600` is a double where
@@ -339,8 +396,9 @@ class _Writer:
         bind = self.bind
         name = bind(f"_lookup{index}", lookup)
         pad = "    "
-        self.lines.append(f"    # look-up {lookup.name}: {lookup.collection}")
+        self.note("3 VALIDATE", plan_outline.lookup_heading(lookup), lookup.key, joint=" ")
         if lookup.when is not None:
+            self.note("3 VALIDATE", "    only when", lookup.when)
             bind(f"_when{index}_expression", lookup.when)
             self.lines += [*self.guarded(f"_when{index}", lookup.when, pad),
                            "    if value is not True:",
@@ -348,18 +406,24 @@ class _Writer:
                            f"        append({bind(f'_SKIPPED{index}', validate.skipped(lookup))})",
                            "    else:"]
             pad = "        "
+        if lookup.visible is not None:
+            self.note("3 VALIDATE", "    of those the actor may see", lookup.visible, pad)
         bind(f"_key{index}_expression", lookup.key)
-        fields = lookup.fields
-        lines = [f"{pad}try:", *self.evaluation(f"_key{index}", lookup.key, pad + "    ", "key"),
-                 f"{pad}except _FAILURES as caught:",
-                 f"{pad}    return _validate.key_rejection(_contract, {name}, "
-                 f"_failure_of(_key{index}_expression, variables, caught), _example)",
-                 f"{pad}resolver = resolvers.get({lookup.collection!r})",
-                 f"{pad}if resolver is None:",
-                 f"{pad}    raise _validate.no_resolver(_contract, {name})"]
+        self.lines += [
+            f"{pad}try:", *self.evaluation(f"_key{index}", lookup.key, pad + "    ", "key"),
+            f"{pad}except _FAILURES as caught:",
+            f"{pad}    return {called(validate.key_rejection)}(_contract, {name}, "
+            f"{called(failure_of)}(_key{index}_expression, variables, caught), _example)",
+            f"{pad}resolver = resolvers.get({lookup.collection!r})",
+            f"{pad}if resolver is None:",
+            f"{pad}    raise {called(validate.no_resolver)}(_contract, {name})",
+            *self.answer(index, lookup, name, pad)]
+
+    def answer(self, index: int, lookup: Lookup, name: str, pad: str) -> list[str]:
+        """Lines that ask the look-up's resolver and bind what it found, or return why not."""
         # Whatever the resolver does, raise or return junk, is a classified decision.
-        asked = f"resolver({fields[0]!r}, key)" if len(fields) == 1 \
-            else f"_validate.resolve(resolver, {fields!r}, key)"
+        # by the contract's deadline, in another thread unless it keeps the deadline itself
+        asked = f"{called(lookups.ask)}(resolver, {lookup.fields!r}, key, started, _timeout)"
         record = f"record{index}"
         # the commonest answer, one record as a plain dict in a list or tuple, is taken as it
         # is: for a look-up that neither types, filters nor lists records, straight away
@@ -367,25 +431,32 @@ class _Writer:
             and lookup.many != "list"
         one = f"(type(found) is list or type(found) is tuple) and len(found) == 1 and " \
               f"type({record + ' := ' if direct else ''}found[0]) is dict"
-        lines += [f"{pad}try:",
-                  f"{pad}    found = {asked}",
-                  f"{pad}    if not ({one}):",
-                  f"{pad}        found = _validate.records_of(found)",
-                  *([f"{pad}        {record} = None"] if direct else []),
-                  f"{pad}except Exception as error:",
-                  f"{pad}    return _validate.resolver_failed(_contract, {name}, error)"]
+        lines = [f"{pad}try:",
+                 f"{pad}    found = {asked}",
+                 f"{pad}    if not ({one}):",
+                 f"{pad}        found = {called(validate.records_of)}(found)",
+                 *([f"{pad}        {record} = None"] if direct else []),
+                 f"{pad}except {called(lookups.LookupLate)} as late:",
+                 f"{pad}    return {called(validate.too_slow)}(_contract, late.seconds, "
+                 "str(late))",
+                 f"{pad}except Exception as error:",
+                 f"{pad}    return {called(validate.resolver_failed)}(_contract, {name}, error)"]
         if lookup.number_typing is not None:
-            typing = bind(f"_record{index}_typing", lookup.number_typing)
+            typing = self.bind(f"_record{index}_typing", lookup.number_typing)
             lines.append(f"{pad}found = [{typing}(record) for record in found]")
         if lookup.visible is not None:  # records the actor may not see count as absent
-            lines.append(f"{pad}found = _validate.visible_records({name}, found, variables)")
-        if lookup.many == "list":
-            lines += [f"{pad}found = _validate.candidates({name}, found, variables, _may_see)",
-                      f"{pad}variables[{lookup.name!r}] = found",
-                      f"{pad}append(_validate.listed_entry({name}, found))"]
-        else:
-            lines += self.one_record(lookup, name, record, pad, direct)
-        self.lines += lines
+            lines.append(f"{pad}found = {called(validate.visible_records)}({name}, found, "
+                         "variables, trace)")
+        if lookup.many != "list":
+            return [*lines, *self.one_record(lookup, name, record, pad, direct)]
+        lines.append(f"{pad}found = {called(validate.candidates)}({name}, found, variables, "
+                     "_may_see, trace)")
+        if lookup.max_records is not None:  # more than the list may hold: which one?
+            lines += [f"{pad}if len(found) > {lookup.max_records}:",
+                      f"{pad}    return {called(validate.unmatched)}(_contract, {name}, key, "
+                      "found, variables, trace)"]
+        return [*lines, f"{pad}variables[{lookup.name!r}] = found",
+                f"{pad}append({called(validate.listed_entry)}({name}, found))"]
 
     @staticmethod
     def one_record(lookup: Lookup, name: str, record: str, pad: str,
@@ -398,29 +469,34 @@ class _Writer:
         inner = pad + "    " if direct else pad
         return [*([f"{pad}if {record} is None:"] if direct else []),
                 f"{inner}if len(found) != 1:",
-                f"{inner}    found = _validate.candidates({name}, found, variables, _may_see)",
+                f"{inner}    found = {called(validate.candidates)}({name}, found, variables, "
+                "_may_see, trace)",
                 f"{inner}    if len(found) != 1:",
-                f"{inner}        return _validate.unmatched(_contract, {name}, key, found, "
-                "variables, trace)",
+                f"{inner}        return {called(validate.unmatched)}(_contract, {name}, key, "
+                "found, variables, trace)",
                 f"{inner}{record} = found[0]",
                 f"{pad}variables[{lookup.name!r}] = {record}",
                 f"{pad}append({found})"]
 
     def origins(self, reads_provenance: bool) -> None:
         """Where each argument value came from, when the host passed the conversation."""
+        self.note("3 VALIDATE", "where each argument value came from, when the host passes "
+                  "the conversation" + (", else unknown" if reads_provenance else ""))
         self.lines += ["    if conversation is not None:",
-                       "        variables['provenance'] = _traced_sources(arguments, "
+                       f"        variables['provenance'] = {called(traced_sources)}(arguments, "
                        "conversation, _contract, variables, _thresholds, trace)"]
+        origins = called(traced_origins)
         if self.labeller is not None:
             self.bind("_labeller", self.labeller)
-            self.lines.append("        _traced_origins(arguments, conversation, _contract, "
+            self.lines.append(f"        {origins}(arguments, conversation, _contract, "
                               "variables, _thresholds, _labeller)")
         if reads_provenance or self.labeller is not None:
             self.lines.append("    else:")  # no conversation: every value's origin unknown
         if reads_provenance:
-            self.lines.append("        variables['provenance'] = _unknown_sources(arguments)")
+            self.lines.append("        variables['provenance'] = "
+                              f"{called(provenance.unknown_sources)}(arguments)")
         if self.labeller is not None:
-            self.lines.append("        _traced_origins(arguments, None, _contract, variables, "
+            self.lines.append(f"        {origins}(arguments, None, _contract, variables, "
                               "_thresholds, _labeller)")
 
     def access(self, contract: Contract, rules: authorize.ToolRules) -> None:
@@ -428,17 +504,19 @@ class _Writer:
         bind, rejection = self.bind, self.rejection
         for index, rule in enumerate(rules.denies):
             denied = rejection(f"_DENIED{index}", _denial_foreseen(contract, rule, (rule,)))
-            self.lines += [f"    # deny rule {rule.qualified_name} ({rule.mode})",
-                           *self.verdict(f"_deny{index}", rule, "    ", f"return {denied}")]
+            self.note("4 AUTHORIZE", plan_outline.access_heading(rule, False), rule.when)
+            self.lines += self.verdict(f"_deny{index}", rule, "    ", f"return {denied}")
         self.lines.append("    permit = None")
         for index, rule in enumerate(rules.allows):
             pad = "    " if index == 0 else "        "
             if index:
                 self.lines.append("    if permit is None:")
-            self.lines += [f"{pad}# allow rule {rule.qualified_name} ({rule.mode})",
-                           *self.verdict(f"_allow{index}", rule, pad,
-                                         f"permit = {rule.qualified_name!r}")]
+            self.note("4 AUTHORIZE", plan_outline.access_heading(rule, index > 0), rule.when, pad)
+            self.lines += self.verdict(f"_allow{index}", rule, pad,
+                                       f"permit = {rule.qualified_name!r}")
         default = rejection("_DEFAULT_DENIED", _denial_foreseen(contract, None, rules.allows))
+        self.note("4 AUTHORIZE", f"{'else ' if rules.allows else ''}denied by default "
+                  f"({ErrorClass.FORBIDDEN})")
         self.lines += ["    if permit is None:",
                        f"        append({bind('_DEFAULT_DENY', authorize.DEFAULT_DENY)})",
                        f"        return {default}"]
@@ -456,7 +534,8 @@ class _Writer:
             lines += [f"{pad}elif value is True:",
                       f"{pad}    append({bind(f'{prefix}_MATCHED', rule.matched)})",
                       f"{pad}    {matched}"]
-        return [*lines, f"{pad}elif _authorize.access_verdict({name}, value, trace, shadow):",
+        return [*lines, f"{pad}elif {called(authorize.access_verdict)}({name}, value, trace, "
+                "shadow):",
                 f"{pad}    {matched}"]
 
     def business_rules(self, contract: Contract) -> None:
@@ -472,8 +551,8 @@ class _Writer:
             name = bind(f"{prefix}_rule", rule)
             bind(f"{prefix}_expression", rule.expression)
             confirms = rule.error_class == ErrorClass.CONFIRMATION_REQUIRED
-            self.lines += [f"    # rule {rule.name} ({rule.mode}, {rule.error_class})",
-                           *self.guarded(prefix, rule.expression, "    "),
+            self.note("3 VALIDATE", plan_outline.rule_heading(rule), rule.expression)
+            self.lines += [*self.guarded(prefix, rule.expression, "    "),
                            "    if value is True:",
                            f"        append({bind(f'{prefix}_PASSED', rule.passed)})"]
             if rule.mode == Mode.ENFORCE and not confirms:
@@ -485,13 +564,23 @@ class _Writer:
             # a rule asking for confirmation lets the later rules speak; the first one counts
             keep = ["            if confirm is None:", "                confirm = rejection"] \
                 if confirms else ["            return rejection"]
+            if confirms and rule.approval_covers:  # unless a person's approval covers it
+                question = f"{contract.name}/{rule.name}"
+                keep = [f"            if not {bind('_covered', approvals.covered)}("
+                        f"{question!r}, {bind(f'{prefix}_covers', rule.approval_covers)}, "
+                        f"rejection, variables, trace, {rule.trace_subject!r}):",
+                        *("    " + line for line in keep)]
             self.lines += ["    else:",
-                           f"        rejection = _validate.rule_outcome(_contract, {name}, "
-                           "value, variables, trace, shadow, _example)",
+                           f"        rejection = {called(validate.rule_outcome)}(_contract, "
+                           f"{name}, value, variables, trace, shadow, _example)",
                            "        if rejection is not None:", *keep]
         if asks:
+            self.note("3 VALIDATE", f"the first rule that asks for confirmation, if any "
+                      f"({ErrorClass.CONFIRMATION_REQUIRED})")
             self.lines += ["    if confirm is not None:", "        return confirm"]
+        self.note("ALLOWED", "in the name of the allow rule that matched")
         self.lines.append("    return permit")
+
 
 
 def _denial_foreseen(contract: Contract, rule: AccessRule | None,
