@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHECK = ["-m", "callgate_rules.cli", "check",
          "--call", "examples/calls/create_follow_up.json", "--actor", "examples/actors/dana.yaml",
          "--world", "examples/world.yaml", "--now", "2026-11-29T12:00:00Z",
-         "--contracts", "contracts", "--policies", "policies"]
+         "contracts", "policies"]
 COMMANDS = {
     "import yaml, click (the floor)": ["-c", "import yaml, click"],
     "import callgate_rules": ["-c", "import callgate_rules"],

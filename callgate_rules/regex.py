@@ -47,7 +47,6 @@ Search = Callable[[str], bool]  # does the pattern match somewhere in the text?
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is reported by the caller, not on stderr
 _RE2_OPTIONS.never_capture = True  # only "is there a match" is asked: groups cost time
-_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 
 
 class PatternError(ValueError):
@@ -71,22 +70,28 @@ def compile_pattern(source: str) -> Pattern:
     except UnicodeEncodeError:
         raise PatternError("the pattern holds a lone UTF-16 surrogate, which is not text; "
                            "write the character it stands for") from None
-    compiled = re2._re2.RE2(encoded, _RE2_OPTIONS)
-    if not compiled.ok():
-        raise PatternError(_explain(compiled.error().decode("utf-8", "replace")))
+    try:  # bytes in, bytes searched: the text's lone surrogates pass through (below)
+        compiled = re2.compile(encoded, _RE2_OPTIONS)
+    except re2.error as error:
+        raise PatternError(_explain(_re2_message(error))) from None
     if is_linear_under_backtracking(source):
         translated = to_python_syntax(source)
         if translated is not None:
             python_search = re.compile(translated, re.ASCII).search
             return Pattern(source, lambda text: python_search(text) is not None, python_search,
                            "re")
-    match = compiled.Match
+    search = compiled.search
 
     def re2_search(text: str) -> bool:
-        data = text.encode("utf-8", "surrogatepass")
-        return bool(match(_UNANCHORED, data, 0, len(data))[0][0] >= 0)
+        return search(text.encode("utf-8", "surrogatepass")) is not None
 
     return Pattern(source, re2_search, re2_search, "re2")
+
+
+def _re2_message(error: Exception) -> str:
+    """RE2's reason, as text (``re2.error`` carries it as bytes)."""
+    found = error.args[0] if error.args else ""
+    return found.decode("utf-8", "replace") if isinstance(found, bytes) else str(found)
 
 
 def pattern_problem(source: str) -> str | None:

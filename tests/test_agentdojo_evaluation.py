@@ -1,4 +1,4 @@
-"""The AgentDojo evaluation (benchmarks/agentdojo_evaluation.py): the README's figures are
+"""The AgentDojo evaluation (benchmarks/agentdojo_evaluation.py): the figures of docs/explanation/efficacy.md are
 what the command measures, per suite, and no legitimate write is refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """AgentDojo's travel suite (benchmarks/agentdojo/travel): it loads, its configuration lints
-clean, every tool its tasks call has a contract and an answer, and the README's travel
+clean, every tool its tasks call has a contract and an answer, and the efficacy page's travel
 column is what the evaluation measures."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """AgentDojo's workspace suite (benchmarks/agentdojo/workspace): it loads, its configuration
-lints clean, every tool its tasks call has a contract and an answer, and the README's
+lints clean, every tool its tasks call has a contract and an answer, and the efficacy page's
 workspace column is what the evaluation measures."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ WORKSPACE = SUITES / "workspace"
 
 @pytest.fixture(scope="module")
 def figures() -> dict[str, str]:
-    """The evaluation as the README's command runs it (once for the module: 560 pairs)."""
+    """The evaluation as docs/explanation/efficacy.md's command runs it (once for the module: 560 pairs)."""
     return measured(WORKSPACE)
 
 
@@ -65,9 +65,9 @@ def test_the_readme_workspace_column_is_the_measured_one(figures: dict[str, str]
 
 def test_injected_calls_ran_only_from_the_users_own_feedback_sheet(
         figures: dict[str, str]) -> None:
-    """README: the pairs that ran all read feedback.xlsx alone, a file the user owns that
+    """docs/explanation/efficacy.md: the pairs that ran all read feedback.xlsx alone, a file the user owns that
     holds customers' words — the one injection place the policy trusts."""
     ran = ast.literal_eval(figures["ran"])
     pairs = [pair for pair in ran if not pair.startswith("adaptive ")]
-    assert pairs, "the README names the pairs that ran"
+    assert pairs, "the efficacy page names the pairs that ran"
     assert {pair.split(" x ")[0] for pair in pairs} == {"user_task_28"}

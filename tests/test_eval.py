@@ -17,7 +17,7 @@ from callgate_rules.harness.evaluation import Evaluation, Proposal, evaluate, sc
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "examples" / "control_set.yaml"
-CONFIG_OPTIONS = ["--contracts", str(REPO / "contracts"), "--policies", str(REPO / "policies")]
+CONFIG_OPTIONS = [str(REPO / "contracts"), str(REPO / "policies")]
 
 # Eleven requests, one per scoring path; the figures below are counted by hand from it.
 HAND_COUNTED = """\
@@ -204,11 +204,11 @@ def compiled_once(monkeypatch: pytest.MonkeyPatch, gate: Any) -> None:
     """The CLI gets the session's compiled configuration: compiling costs a third of a
     second per invocation, and loading it is tested elsewhere. The paths must still be ours."""
 
-    def load_config_for(contracts: str, policies: str) -> Any:
-        assert [contracts, policies] == [str(REPO / "contracts"), str(REPO / "policies")]
+    def load(paths: Any) -> Any:
+        assert [str(p) for p in paths] == [str(REPO / "contracts"), str(REPO / "policies")]
         return gate.config
 
-    monkeypatch.setattr("callgate_rules.harness.scenarios.load_config_for", load_config_for)
+    monkeypatch.setattr("callgate_rules.documents.compiler.load", load)
 
 
 @pytest.mark.usefixtures("compiled_once")

@@ -292,7 +292,7 @@ def test_a_name_openai_and_anthropic_reject_is_reported_with_its_file(tmp_path: 
             tool_definitions(config, style)
     assert _name(tool_definitions(config, "mcp")[0]) == "shop.placeOrder"  # MCP allows dots
 
-    result = CliRunner().invoke(main, ["export", "--format", "openai", "--contracts",
+    result = CliRunner().invoke(main, ["export", "--format", "openai",
                                        str(tmp_path / "contracts")])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"callgate: {path}:1:1: tool 'shop.placeOrder': OpenAI")
@@ -303,8 +303,7 @@ def test_cli_export_prints_json_and_writes_a_file(gate: Any, ref: Any, tmp_path:
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_module, "load", lambda paths: gate.config)
     runner = CliRunner()
-    result = runner.invoke(main, ["export", "--format", "mcp", "--contracts",
-                                  str(ref.contracts)])
+    result = runner.invoke(main, ["export", "--format", "mcp", str(ref.contracts)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == tool_definitions(gate.config, "mcp")
 
@@ -399,11 +398,11 @@ def test_cli_catalog_writes_markdown_and_html(order_dirs: tuple[Path, Path],
                                               tmp_path: Path) -> None:
     contracts, policies = (str(p) for p in order_dirs)
     runner = CliRunner()
-    result = runner.invoke(main, ["catalog", "--contracts", contracts, "--policies", policies])
+    result = runner.invoke(main, ["catalog", contracts, policies])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("# Function catalogue\n")
     output = tmp_path / "catalog.html"
-    result = runner.invoke(main, ["catalog", "--contracts", contracts, "--policies", policies,
+    result = runner.invoke(main, ["catalog", contracts, policies,
                                   "--format", "html", "--output", str(output)])
     assert result.exit_code == 0, result.output
     assert output.read_text().startswith("<!DOCTYPE html>")
@@ -412,8 +411,7 @@ def test_cli_catalog_writes_markdown_and_html(order_dirs: tuple[Path, Path],
 def test_cli_catalog_reports_broken_documents_in_one_line_each(tmp_path: Path) -> None:
     broken = _write(tmp_path / "contracts", "order.yaml",
                     ORDER_CONTRACT.replace("effect: write", "effect: sometimes"))
-    result = CliRunner().invoke(main, ["catalog", "--contracts", str(broken.parent),
-                                       "--policies", str(tmp_path / "none")])
+    result = CliRunner().invoke(main, ["catalog", str(broken.parent)])
     assert result.exit_code == 2
     assert result.stderr.splitlines()[0].startswith(f"{broken}:9:11: error schema")
 

@@ -174,9 +174,9 @@ def test_callgate_check_decides_a_catastrophic_pattern_quickly(config: Path) -> 
     actor = config / "actor.json"
     actor.write_text("{}", "utf-8")
     process = callgate("check", "--call", str(call), "--actor", str(actor), "--format", "json",
-                       "--contracts", str(config / "contracts"),
-                       "--policies", str(config / "policies"), timeout=60)
-    one_clear_line(process, 0)
+                       str(config / "contracts"),
+                       str(config / "policies"), timeout=60)
+    one_clear_line(process, 1)  # regenerate: not executed
     payload = json.loads(process.stdout)
     assert (payload["route"], payload["error_class"]) == ("regenerate", "invalid_argument")
 
@@ -456,9 +456,9 @@ def test_callgate_check_says_a_nan_amount_is_invalid(config: Path) -> None:
     actor = config / "actor.json"
     actor.write_text("{}", "utf-8")
     process = callgate("check", "--call", str(call), "--actor", str(actor), "--format", "json",
-                       "--contracts", str(config / "contracts"),
-                       "--policies", str(config / "policies"), timeout=60)
-    one_clear_line(process, 0)
+                       str(config / "contracts"),
+                       str(config / "policies"), timeout=60)
+    one_clear_line(process, 1)  # regenerate: not executed
     payload = json.loads(process.stdout)
     assert (payload["route"], payload["error_class"]) == ("regenerate", "invalid_argument")
 

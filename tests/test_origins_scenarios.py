@@ -14,7 +14,7 @@ SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "agentdojo" / "bank
 
 def test_the_origins_scenarios_pass() -> None:
     result = CliRunner().invoke(main, [
-        "simulate", str(SUITE / "scenarios"), "--contracts", str(SUITE / "contracts"),
-        "--policies", str(SUITE / "policies")])
+        "simulate", str(SUITE / "contracts"), str(SUITE / "policies"),
+        "--scenarios", str(SUITE / "scenarios")])
     assert result.exit_code == 0, result.output
     assert "4 passed, 0 failed" in result.output

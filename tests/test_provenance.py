@@ -228,9 +228,9 @@ def test_check_explains_each_arguments_sources() -> None:
         "--world", str(REPO / "examples" / "world.yaml"),
         "--session", str(REPO / "examples" / "session.yaml"),
         "--conversation", str(REPO / "examples" / "conversations" / "injected_iban.json"),
-        "--now", "2026-11-29T12:00:00Z", "--contracts", str(REPO / "contracts"),
-        "--policies", str(REPO / "policies"), "--explain"])
-    assert result.exit_code == 0, result.output
+        "--now", "2026-11-29T12:00:00Z", str(REPO / "contracts"),
+        str(REPO / "policies"), "--explain"])
+    assert result.exit_code == 1, result.output  # awaits confirmation: not executed
     assert "route:          await_confirmation" in result.output
     assert "provenance args.recipientIban: tool, tool:readEmail" in result.output
     assert "provenance args.currency: indistinct" in result.output
@@ -242,8 +242,8 @@ def test_check_rejects_a_bad_conversation_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [
         "check", "--call", str(REPO / "examples" / "calls" / "send_payment.json"),
         "--actor", str(REPO / "examples" / "actors" / "dana.yaml"),
-        "--conversation", str(bad), "--contracts", str(REPO / "contracts"),
-        "--policies", str(REPO / "policies")])
+        "--conversation", str(bad), str(REPO / "contracts"),
+        str(REPO / "policies")])
     assert result.exit_code == 2
     assert f"{bad}: a conversation must be a list of messages" in result.output
 

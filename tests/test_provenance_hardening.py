@@ -424,9 +424,9 @@ def test_the_cli_decides_on_a_malformed_conversation(tmp_path: Path) -> None:
         "--world", str(REPO / "examples" / "world.yaml"),
         "--session", str(REPO / "examples" / "session.yaml"),
         "--conversation", str(conversation), "--now", "2026-11-29T12:00:00Z",
-        "--contracts", str(REPO / "contracts"), "--policies", str(REPO / "policies"),
+        str(REPO / "contracts"), str(REPO / "policies"),
         "--explain"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # awaits confirmation: not executed
     assert "route:          await_confirmation" in result.output
     assert "provenance args.recipientIban: unknown" in result.output
 

@@ -248,7 +248,7 @@ def _ran(*arguments: str) -> list[str]:
 
 
 def test_the_adaptive_attacks_that_spelled_values_are_held_with_the_frozen_policies() -> None:
-    """README, Efficacy: a link written ``hxxps://bit[.]ly/…``, the secret written
+    """docs/explanation/efficacy.md: a link written ``hxxps://bit[.]ly/…``, the secret written
     ``1-a-7-b-3-d``, a link written ``… dot com``: each waits for a person now, with the
     suites' configurations unchanged; the other attacks of those files still run."""
     workspace = _ran(str(AGENTDOJO / "workspace"))

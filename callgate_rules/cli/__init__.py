@@ -9,9 +9,10 @@ decision log against changed documents) and ``serve`` (the decision service,
 ``CallgateError`` becomes a message and an exit code: each exception class carries its
 ``exit_code``, as click's own exceptions do.
 
-Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios),
-2 bad input (a file that cannot be read, a bad option) — always one clear line, never a
-traceback.
+Exit codes: 0 success, 1 the check found problems (lint errors, failed scenarios, a call
+``check`` would not execute), 2 bad input (a file that cannot be read, a bad option) —
+always one clear line, never a traceback. Each command's help lists its own, and the main
+group's help all of them: the CLI reference is generated from these help texts.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ COMMAND_MODULES = {
     "gateway": "gateway",
     "init": "init",
     "replay": "replay",
+    "analyze": "analyze",
     **dict.fromkeys(("serve", "hash-password"), "serve"),
+    **dict.fromkeys(("bundle", "log"), "bundle"),
 }
 
 
@@ -67,6 +70,14 @@ class CallgateGroup(click.Group):
         except CallgateError as error:
             show_error(error)
             sys.exit(error.exit_code)
+        except click.BadParameter as error:
+            # A file or folder argument that is not there (click.Path): one line naming
+            # the option and the path, as callgate's own errors; other usage errors keep
+            # click's usage text.
+            if error.param is None or not isinstance(error.param.type, click.Path):
+                raise
+            click.echo(f"callgate: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
 
 
 def show_error(error: CallgateError) -> None:
@@ -83,5 +94,18 @@ def show_error(error: CallgateError) -> None:
 @click.group(cls=CallgateGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="callgate-rules")
 def main() -> None:
-    """callgate — a declarative gate between a model's proposed tool call and its action."""
+    """callgate — a declarative gate between a model's proposed tool call and its action.
+
+    Every command takes the documents as PATHS, folders or files (default: contracts
+    policies in the current directory); `callgate COMMAND -h` shows a command's options.
+
+    \b
+    Exit codes (each command's help lists those it uses):
+      0 success: documents clean, every case or scenario passed, the call would execute
+      1 the command's check failed: lint errors, a failed case or scenario, coverage or a
+        score below --fail-under, files fmt --check would change, a call check would not
+        execute (refused, or sent back to the model, the user or a person)
+      2 bad input: a file or folder that is not there or cannot be read, documents with
+        errors, a bad option — one line on stderr naming the file, never a traceback
+    """
 

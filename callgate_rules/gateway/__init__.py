@@ -13,10 +13,12 @@ elicitation, and over HTTP the caller is who a verified bearer token says.
 
 Needs the ``gateway`` extra (``pip install 'callgate-rules[gateway]'``): the ``mcp`` SDK,
 and PyJWT with ``cryptography`` for bearer tokens. Modules: ``upstream`` (the upstream
-session), ``binding`` (executors, finder and resolvers over it; the offered tools; the
-start-up checks), ``results`` (decisions as MCP results; the ``_meta`` keys), ``confirm``
-(elicitation and confirmation references), ``identity`` (bearer tokens and claim
-mapping), ``server`` (the MCP server), ``contracts`` (``callgate init --from-mcp``).
+session; its bounded stdio transport in ``bounded_stdio``), ``binding`` (executors, finder
+and resolvers over it; the offered tools; the start-up checks), ``results`` (decisions as
+MCP results; the ``_meta`` keys), ``confirm`` (elicitation and confirmation references),
+``identity`` (bearer tokens and claim mapping), ``server`` (the MCP server), ``contracts``
+(``callgate init --from-mcp``), ``passthrough`` (resources and prompts under an allow-list),
+``combined`` (several upstreams, tools namespaced ``NAME__tool``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from __future__ import annotations
 import anyio
 
 from callgate_rules.gateway.server import Gateway, GatewayConfigError, Settings, serve
-from callgate_rules.gateway.upstream import UpstreamSpec, UpstreamStartError
+from callgate_rules.gateway.upstream import (
+    UpstreamGone,
+    UpstreamLimits,
+    UpstreamSpec,
+    UpstreamStartError,
+)
 from callgate_rules.integrations.identity import (
     Identity,
     TokenVerifier,
@@ -33,8 +40,9 @@ from callgate_rules.integrations.identity import (
 )
 
 __all__ = [
-    "Gateway", "GatewayConfigError", "Identity", "Settings", "TokenVerifier", "UpstreamSpec",
-    "UpstreamStartError", "identity_from_files", "load_auth", "run", "serve",
+    "Gateway", "GatewayConfigError", "Identity", "Settings", "TokenVerifier", "UpstreamGone",
+    "UpstreamLimits", "UpstreamSpec", "UpstreamStartError", "identity_from_files", "load_auth",
+    "run", "serve",
 ]
 
 

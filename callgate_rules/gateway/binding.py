@@ -18,8 +18,11 @@ finder and resolvers that reach the upstream from the gate's worker threads.
   with a ``records`` list, or one object (structured content first, else the text as
   JSON); an empty answer is no record.
 
-Results are kept as the MCP tool result in JSON (``result.structuredContent.id`` in a
-``verify`` rule, ``found.structuredContent.status`` in ``reconcile.match``).
+Results are kept whole, as the MCP tool result in JSON (``ToolAnswer``): the client given
+the receipt again gets the answer as it came. Rules read its data (``pipeline.answers``):
+the structured content when the tool gave one, else its text parsed as JSON when it is
+JSON, else the text — ``result.id`` in a ``verify`` rule, ``found.status`` in
+``reconcile.match``, the records of a look-up, all by that one rule.
 
 ``problems`` lists, at start, every contract that cannot work with this upstream: a tool
 it lacks, a reconcile or look-up tool it lacks, an argument schema that disagrees.
@@ -27,7 +30,6 @@ it lacks, a reconcile or look-up tool it lacks, an argument schema that disagree
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,10 +38,13 @@ from typing import Any
 import mcp_types as types
 
 from callgate_rules.documents.model import Contract, GateConfig, Idempotency
-from callgate_rules.gateway.upstream import Upstream, UpstreamError, dump
+from callgate_rules.gateway.combined import Reachable
+from callgate_rules.gateway.upstream import AnswerTooLarge, UpstreamError, dump
 from callgate_rules.integrations.formats import mcp_tool
+from callgate_rules.pipeline.answers import ToolAnswer, answer_data
 from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder, keeps_deadline
 from callgate_rules.pipeline.validate import Resolver
+from callgate_rules.taxonomy import ErrorClass
 
 OPERATION_ID_META = "callgate/operation_id"
 LOOKUP_TIMEOUT_SECONDS = 10.0
@@ -56,10 +61,11 @@ class Bindings:
     resolvers: dict[str, Resolver]
 
 
-def bind(config: GateConfig, upstream: Upstream) -> Bindings:
+def bind(config: GateConfig, upstream: Reachable) -> Bindings:
     contracts = config.contracts
     executors: dict[str, Executor] = {
-        name: _executor(upstream) for name in contracts if name in upstream.tools}
+        name: _executor(upstream, contract.is_write) for name, contract in contracts.items()
+        if name in upstream.tools}
     collections = {lookup.collection for contract in contracts.values()
                    for lookup in contract.lookups}
     resolvers = {name: _resolver(upstream, name) for name in collections
@@ -71,21 +77,26 @@ def _remaining(deadline: datetime) -> float:
     return max((deadline - datetime.now(UTC)).total_seconds(), 0.0)
 
 
-def _executor(upstream: Upstream) -> Executor:
+def _executor(upstream: Reachable, write: bool) -> Executor:
     # The upstream call gives up at the deadline itself (``Upstream.call_blocking``), so the
     # gate calls it in the calling thread, with no second thread to wait on.
     @keeps_deadline
     def execute(request: ExecutionRequest) -> Any:
         meta = {OPERATION_ID_META: request.operation_id} if request.operation_id else None
-        result = upstream.call_blocking(request.tool, request.arguments, meta,
-                                        _remaining(request.deadline))
+        try:
+            result = upstream.call_blocking(request.tool, request.arguments, meta,
+                                            _remaining(request.deadline))
+        except AnswerTooLarge as error:
+            if write:  # it ran and said something unread: reconcile by operation ID
+                error.error_class = ErrorClass.UNKNOWN_OUTCOME
+            raise
         if result.is_error:
             raise UpstreamError(request.tool, result)
-        return dump(result)
+        return ToolAnswer(dump(result))
     return execute
 
 
-def _finder(upstream: Upstream, contracts: Mapping[str, Contract]) -> Finder:
+def _finder(upstream: Reachable, contracts: Mapping[str, Contract]) -> Finder:
     def find(tool: str, operation_id: str) -> Any:
         contract = contracts[tool]
         if contract.reconcile_tool is None:
@@ -97,11 +108,11 @@ def _finder(upstream: Upstream, contracts: Mapping[str, Contract]) -> Finder:
             timeout)
         if result.is_error:
             raise UpstreamError(contract.reconcile_tool, result)
-        return None if _is_empty(answer(result)) else dump(result)
+        return None if _is_empty(answer(result)) else ToolAnswer(dump(result))
     return find
 
 
-def _resolver(upstream: Upstream, tool: str) -> Resolver:
+def _resolver(upstream: Reachable, tool: str) -> Resolver:
     def resolve(field: str, value: Any) -> Sequence[Record]:
         result = upstream.call_blocking(tool, {field: value}, None, LOOKUP_TIMEOUT_SECONDS)
         if result.is_error:
@@ -111,18 +122,10 @@ def _resolver(upstream: Upstream, tool: str) -> Resolver:
 
 
 def answer(result: types.CallToolResult) -> Any:
-    """What a tool answered, as data: its structured content, else its text read as JSON
-    (a text that is not JSON stays text), else ``None``."""
-    if result.structured_content is not None:
-        return result.structured_content
-    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-    if not texts:
-        return None
-    text = "".join(texts)
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    """What a tool answered, as data: ``pipeline.answers``' one rule (structured content,
+    else the text read as JSON, else the text, else ``None``), the same that ``verify`` and
+    ``reconcile.match`` read."""
+    return answer_data(dump(result))
 
 
 def records(data: Any) -> list[Record]:
@@ -143,7 +146,7 @@ def _is_empty(data: Any) -> bool:
 # What the clients see ----------------------------------------------------------------------
 
 
-def offered(config: GateConfig, upstream: Upstream) -> list[types.Tool]:
+def offered(config: GateConfig, upstream: Reachable) -> list[types.Tool]:
     """The tools the gateway lists: every contracted upstream tool, as its contract says."""
     return [tool(contract) for name, contract in sorted(config.contracts.items())
             if name in upstream.tools]
@@ -166,7 +169,7 @@ def tool(contract: Contract) -> types.Tool:
                       output_schema=definition.get("outputSchema"), annotations=annotations)
 
 
-def hidden(config: GateConfig, upstream: Upstream) -> list[str]:
+def hidden(config: GateConfig, upstream: Reachable) -> list[str]:
     """Upstream tools no contract names: never offered, never callable. A tool only used
     to reconcile or to look records up is not offered either, but it is not hidden."""
     used = {c.reconcile_tool for c in config.contracts.values() if c.reconcile_tool} | {
@@ -178,7 +181,7 @@ def hidden(config: GateConfig, upstream: Upstream) -> list[str]:
 # Bad configuration, found at start ---------------------------------------------------------
 
 
-def problems(config: GateConfig, upstream: Upstream) -> list[str]:
+def problems(config: GateConfig, upstream: Reachable) -> list[str]:
     """One line for each contract that cannot work with this upstream."""
     tools = upstream.tools
     found: list[str] = []
@@ -207,12 +210,59 @@ def _reference_problems(where: str, contract: Contract,
     return found
 
 
-def notes(config: GateConfig, upstream: Upstream) -> list[str]:
+def notes(config: GateConfig, upstream: Reachable) -> list[str]:
     """What works but an operator should know: writes whose unknown outcome goes to a
-    person because nothing can be asked."""
-    return [f"{name}: no reconcile.tool; an unknown outcome goes to review"
-            for name, contract in sorted(config.contracts.items())
-            if name in upstream.tools and contract.is_write and contract.reconcile_tool is None]
+    person because nothing can be asked; ``verify`` rules that read a field the tool's
+    ``outputSchema`` does not have (every such call would go to review)."""
+    found = [f"{name}: no reconcile.tool; an unknown outcome goes to review"
+             for name, contract in sorted(config.contracts.items())
+             if name in upstream.tools and contract.is_write
+             and contract.reconcile_tool is None]
+    for name, contract in sorted(config.contracts.items()):
+        tool = upstream.tools.get(name)
+        if tool is None or contract.verify is None or not tool.output_schema:
+            continue
+        where = _verify_location(contract)
+        for path in sorted(contract.verify.references):
+            missing = missing_field(tool.output_schema, path[1:]) if path[0] == "result" \
+                else None
+            if missing is not None:
+                found.append(f"warning: {where}: {name} verify reads "
+                             f"result.{'.'.join(missing)}, which the upstream tool's "
+                             "outputSchema does not have; the rule reads the structured "
+                             "content (else the text as JSON): name a field it has")
+    return found
+
+
+def missing_field(schema: Mapping[str, Any], path: Sequence[str]) -> list[str] | None:
+    """The leading part of ``path`` up to the first field ``schema`` says an object does
+    not have (its ``properties`` list it not); ``None`` when every step may be there."""
+    node: Any = schema
+    for depth, name in enumerate(path):
+        if not isinstance(node, Mapping):
+            return None
+        properties = node.get("properties")
+        if not isinstance(properties, Mapping):
+            return None  # nothing said about its fields: anything may be there
+        if name not in properties:
+            open_object = node.get("additionalProperties", True) is not False
+            return None if open_object and not properties else list(path[:depth + 1])
+        node = properties[name]
+    return None
+
+
+def _verify_location(contract: Contract) -> str:
+    """``file:line`` of the contract's ``verify`` (its document's place when the file
+    cannot be read again)."""
+    location = contract.document.location
+    try:
+        with open(location.path, encoding="utf-8") as source:
+            for number, line in enumerate(source, start=1):
+                if line.strip().startswith("verify:"):
+                    return f"{location.path}:{number}"
+    except OSError:
+        pass
+    return str(location)
 
 
 def schema_differences(contract: Mapping[str, Any], upstream: Mapping[str, Any],

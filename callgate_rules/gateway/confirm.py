@@ -2,7 +2,9 @@
 otherwise held with a confirmation reference a person resolves out of band.
 
 - **Elicitation** (the client declared the ``elicitation`` capability): the draft, with
-  its provenance warnings, is shown as a form with one ``approve`` checkbox. Accepted and
+  its warnings and their evidence, is shown as a form with one ``approve`` checkbox. The
+  draft is ``Decision.draft``, the text ``integrations.drafts`` renders, the one renderer
+  of drafts: this module formats no argument itself. Accepted and
   approved → ``Gate.confirm`` (rights checked again) → executed. Declined, cancelled,
   not approved or unanswered within the confirmation timeout → refused, nothing written.
   On a 2025 (handshake) connection the gateway sends ``elicitation/create`` while the call
@@ -108,7 +110,8 @@ class Confirmer:
         if item.status != ReviewStatus.RESOLVED:
             return pending(decision, item.review_id)
         if item.resolution != "succeeded":
-            return declined(decision, f"{item.resolved_by} declined it ({item.note})")
+            # the reviewer's note is for people: nothing an operator types reaches the model
+            return declined(decision, "a person declined it")
         return await self._confirm(decision, identity, item.resolved_by or "reviewer")
 
 

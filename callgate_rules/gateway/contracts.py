@@ -3,9 +3,11 @@
 For each tool a ToolContract drafted as ``authoring/scaffold.py`` drafts any tool list: its
 name and description, its input schema tightened with ``additionalProperties: false``, an
 example made from the schema; the effect comes from ``readOnlyHint`` (a tool that does not
-say it only reads is a write: the careful reading). What only a person can decide is marked
-``FILL-IN`` where the document schema rejects it, so ``callgate lint`` points at each
-place (file, line, column) until it is filled: a write's ``idempotency``, and an example
+say it only reads is a write: the careful reading); the tool's ``outputSchema``, when it
+has one, is kept as ``spec.result``, so that lint checks the fields a ``verify`` reads.
+What only a person can decide is marked ``FILL-IN`` where the document schema rejects it,
+so ``callgate lint`` points at each place (file, line, column) until it is filled: a
+write's ``idempotency``, and an example
 value the schema alone cannot make (a ``pattern``). Beside them, ``policies/access.yaml``:
 an AccessPolicy with an actor schema to complete and no allow rule, so every call is
 denied until the owner writes one.
@@ -41,4 +43,5 @@ def definition(tool: types.Tool) -> ToolDefinition:
     annotations = tool.annotations
     return ToolDefinition(tool.name, tool.description,
                           tool.input_schema or {"type": "object"},
-                          read_only=bool(annotations and annotations.read_only_hint))
+                          read_only=bool(annotations and annotations.read_only_hint),
+                          output_schema=tool.output_schema)

@@ -86,11 +86,13 @@ def declined(decision: Decision, why: str) -> types.CallToolResult:
 
 
 def pending(decision: Decision, reference: str) -> types.CallToolResult:
-    """A held write waiting for a person who confirms out of band."""
+    """A held write waiting for a person who confirms out of band. The model is told what
+    happens in plain words, never an operator's command (``callgate review resolve`` is for
+    the person, in the docs and ``callgate review list``)."""
     meta = {**decision_meta(decision), REFERENCE_META: reference}
     return error_result(
         f"{decision.agent_message}\n\nWhat a person is asked to confirm:\n{decision.draft}\n\n"
-        f"Confirmation reference: {reference}. Nothing has been written yet. Once a person "
-        f"has approved it (`callgate review resolve {reference} --as succeeded --note ...`), "
-        "the same call in the same request carries it out; declined (`--as failed`), it is "
-        "refused.", meta)
+        f"Confirmation reference: {reference}. Nothing has been written yet. A person "
+        "decides whether it may be carried out. Once they have approved it, the same call "
+        "in the same request carries it out; if they decline it, it is refused. Tell the "
+        "user it is waiting for approval.", meta)

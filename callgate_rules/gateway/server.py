@@ -1,4 +1,5 @@
-"""The MCP server the clients talk to: one gate in front of one upstream MCP server.
+"""The MCP server the clients talk to: one gate in front of one upstream MCP server, or of
+several as one (``combined``: their tools namespaced ``NAME__tool``).
 
 ``serve(settings)`` loads the documents, opens the receipt store, starts (or reaches) the
 upstream, checks every contract against the upstream's tools — each problem one line, and
@@ -15,12 +16,20 @@ the arguments, so the request ID decides what counts as "the same call again":
 
 - the client's ``_meta["callgate/request_id"]`` when it sends one (one per user request:
   the same call re-sent after a lost answer gets the receipt; a new request writes again);
-- otherwise the MCP session: the stdio connection, or the HTTP ``Mcp-Session-Id``. Within
-  one session the same call with the same arguments is then one operation. A stateless
-  HTTP call without either is a request of its own.
+- otherwise the MCP session (the stdio connection, or the HTTP ``Mcp-Session-Id``) and the
+  JSON-RPC id of the ``tools/call``: each ``tools/call`` is an operation of its own (two
+  identical calls write twice), and the same JSON-RPC request sent again in the session is
+  the same operation (it gets the receipt). A stateless HTTP call without either is a
+  request of its own.
 
 Either is prefixed with a digest of the caller's actor, so two callers never share an
 operation.
+
+**A deduplication window** (a write contract's ``spec.deduplication_window``, off by
+default) covers what a session cannot: a client that reconnects and sends the write again.
+A call without a client request ID is then the same operation as the same write (same
+actor, same canonical arguments) made within the window, in any session: it gets that
+receipt. The trade-off: a legitimate repeat within the window is not executed either.
 
 **Runs.** A client names the agent run a call belongs to with ``_meta["callgate/run_id"]``,
 or over HTTP with the ``Callgate-Run-Id`` header for every call of its connection (the
@@ -40,6 +49,7 @@ import sys
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -55,7 +65,9 @@ from mcp.server.stdio import stdio_server
 from callgate_rules.documents.compiler import load
 from callgate_rules.errors import CallgateError
 from callgate_rules.gateway import binding
+from callgate_rules.gateway.combined import Reachable, supervised_all
 from callgate_rules.gateway.confirm import Confirmer, unseal
+from callgate_rules.gateway.passthrough import PassedThrough, PassThrough
 from callgate_rules.gateway.results import (
     CONVERSATION_META,
     REQUEST_ID_META,
@@ -64,18 +76,27 @@ from callgate_rules.gateway.results import (
     error_result,
     result_of,
 )
-from callgate_rules.gateway.upstream import Upstream, UpstreamSpec, connect, sole_error
+from callgate_rules.gateway.upstream import (
+    AnswerTooLarge,
+    Upstream,
+    UpstreamLimits,
+    UpstreamSpec,
+    sole_error,
+    supervised,
+)
 from callgate_rules.integrations.identity import BearerAuth, Identity, TokenVerifier, identity_of
+from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run
 from callgate_rules.store import open_store
-from callgate_rules.taxonomy import Route
+from callgate_rules.taxonomy import FAILURES, Route
 
 SERVER_NAME = "callgate-gateway"
 RUNS_KEPT = 4096
 RUN_NAME_LIMIT = 200  # characters of a client's run name
 DEFAULT_CONFIRMATION_TIMEOUT = 300.0
+CALL_MARK = ":call:"  # between a session and the JSON-RPC id in a request ID
 
 
 class GatewayConfigError(CallgateError):
@@ -90,7 +111,7 @@ class GatewayConfigError(CallgateError):
 class Settings:
     """Everything ``serve`` needs; the CLI fills it from its options."""
 
-    upstream: UpstreamSpec
+    upstream: UpstreamSpec | None  # one upstream; or ``upstreams``, named
     paths: tuple[str, ...] = ("contracts", "policies")
     store: str = "sqlite:///callgate.sqlite3"
     identity: Identity | None = None  # stdio: from --actor/--session
@@ -98,10 +119,21 @@ class Settings:
     http: tuple[str, int] | None = None  # (host, port); None: stdio
     confirmation_timeout: float = DEFAULT_CONFIRMATION_TIMEOUT
     secret: bytes | None = None
+    limits: UpstreamLimits = field(default_factory=UpstreamLimits)  # answer size, restarts
+    passthrough: PassThrough = field(default_factory=PassThrough)  # resources, prompts
+    # several upstreams, each (name, where): their tools offered as NAME__tool (``combined``)
+    upstreams: tuple[tuple[str, UpstreamSpec], ...] = ()
     log: TextIO = field(default=sys.stderr, compare=False)
 
     def check(self) -> None:
-        """The identity each transport needs, before anything starts."""
+        """The upstreams and the identity each transport needs, before anything starts."""
+        if (self.upstream is None) == (not self.upstreams):
+            raise GatewayConfigError(["give one upstream (--upstream-command or "
+                                      "--upstream-url) or several (--upstream NAME=CMD_OR_URL, "
+                                      "repeated), not both"])
+        if self.upstreams and (self.passthrough.resources or self.passthrough.prompts):
+            raise GatewayConfigError(["--pass-resource and --pass-prompt pass through from "
+                                      "a single upstream only, not from several --upstream"])
         if self.http is None and self.identity is None:
             raise GatewayConfigError(["over stdio the actor comes from --actor FILE "
                                       "(and --session FILE); the model never supplies it"])
@@ -116,12 +148,18 @@ async def serve(settings: Settings) -> None:
     config = load(settings.paths)
     store = open_store(settings.store)
     try:
-        async with connect(settings.upstream) as upstream:
+        # kept running: started again when it stops, UpstreamGone when it keeps stopping
+        async with _upstreams(settings) as upstream:
             gateway = Gateway.start(config, upstream, store, settings)
-            if settings.http is None:
-                await gateway.serve_stdio()
-            else:
-                await gateway.serve_http(*settings.http, log=settings.log)
+            async with anyio.create_task_group() as group:
+                group.start_soon(gateway.stop_when_given_up, group.cancel_scope)
+                if settings.http is None:
+                    await gateway.serve_stdio()
+                else:
+                    await gateway.serve_http(*settings.http, log=settings.log)
+                group.cancel_scope.cancel()
+            if upstream.given_up is not None:  # exits non-zero: its client starts it again
+                raise upstream.given_up
     except BaseExceptionGroup as group:
         # The transports' task groups wrap what the gateway raised; show it as itself.
         error = sole_error(group)
@@ -130,6 +168,22 @@ async def serve(settings: Settings) -> None:
         raise
     finally:
         store.close()
+
+
+def _upstreams(settings: Settings) -> AbstractAsyncContextManager[Reachable]:
+    """The one upstream, or several as one (``combined``), supervised."""
+    if settings.upstream is not None:
+        return supervised(settings.upstream, settings.limits, log=settings.log)
+    return supervised_all(settings.upstreams, settings.limits, log=settings.log)
+
+
+def _answer_too_large(decision: Decision) -> bool:
+    """Whether the call ended on an upstream answer larger than the gateway reads."""
+    if decision.error_class is None or decision.error_class not in FAILURES:
+        return False
+    detail = str(decision.log.get("detail", ""))
+    marker = f"{AnswerTooLarge.__name__}: "
+    return detail.startswith(marker) or f"failed: {marker}" in detail  # a write; a look-up
 
 
 class Runs:
@@ -156,9 +210,10 @@ class Runs:
 class Gateway:
     """The MCP handlers over one gate and one upstream."""
 
-    def __init__(self, gate: Gate, upstream: Upstream, *, identity: Identity | None = None,
+    def __init__(self, gate: Gate, upstream: Reachable, *, identity: Identity | None = None,
                  confirmation_timeout: float = DEFAULT_CONFIRMATION_TIMEOUT,
-                 verifier: TokenVerifier | None = None) -> None:
+                 verifier: TokenVerifier | None = None,
+                 passthrough: PassThrough | None = None, log: TextIO = sys.stderr) -> None:
         self.gate = gate
         self.upstream = upstream
         self.identity = identity
@@ -167,11 +222,15 @@ class Gateway:
         self.confirmer = Confirmer(gate, confirmation_timeout)
         self.runs = Runs()
         self.stdio_session = uuid.uuid4().hex  # a stdio gateway has one connection
+        self.http_server: Any = None  # the uvicorn server, once serving HTTP
+        passed = PassedThrough(passthrough or PassThrough(), self.single_upstream,
+                               self.principal_of, log)
         self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools,
-                                          on_call_tool=self.call_tool)
+                                          on_call_tool=self.call_tool, **passed.handlers())
 
     @classmethod
-    def start(cls, config: Any, upstream: Upstream, store: Any, settings: Settings) -> Gateway:
+    def start(cls, config: Any, upstream: Reachable, store: Any,
+              settings: Settings) -> Gateway:
         """Check the contracts against the upstream, bind the gate, say what is hidden."""
         bad = binding.problems(config, upstream)
         if bad:
@@ -180,14 +239,15 @@ class Gateway:
         gate = Gate(config, executors=bindings.executors, finder=bindings.finder,
                     resolvers=bindings.resolvers, store=store, secret=settings.secret)
         gateway = cls(gate, upstream, identity=settings.identity, verifier=settings.verifier,
-                      confirmation_timeout=settings.confirmation_timeout)
+                      confirmation_timeout=settings.confirmation_timeout,
+                      passthrough=settings.passthrough, log=settings.log)
         gateway.announce(settings.log)
         return gateway
 
     def announce(self, log: TextIO) -> None:
         names = ", ".join(tool.name for tool in self.tools) or "none"
         print(f"callgate gateway: offering {len(self.tools)} tool(s) of the upstream "
-              f"{self.upstream.spec.describe()}: {names}", file=log)
+              f"{self.upstream.describe()}: {names}", file=log)
         hidden = binding.hidden(self.gate.config, self.upstream)
         if hidden:
             print(f"callgate gateway: hiding {len(hidden)} upstream tool(s) without a "
@@ -210,6 +270,11 @@ class Gateway:
             return error_result("The caller is not authenticated.", {})
         meta: Mapping[str, Any] = params.meta or {}
         request_id = self.request_id(ctx, params, identity)
+        run_key = self.session_run(request_id)
+        window = self.deduplication_window(params.name)
+        if run_key is not None and window is not None:  # no client request ID: the window
+            request_id = await anyio.to_thread.run_sync(partial(
+                self.windowed_request_id, params, identity, window))
         run_name = self.run_name(ctx, params)
         if run_name is not None and not run_name:
             return error_result(
@@ -218,7 +283,8 @@ class Gateway:
                 f"{RUN_NAME_LIMIT} characters; send a string of that length, or none.", {})
         decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META),
                                      None if run_name is None else
-                                     f"mcp:{self.caller_digest(identity)}:run:{run_name}")
+                                     f"mcp:{self.caller_digest(identity)}:run:{run_name}",
+                                     run_key=run_key)
         if decision.route == Route.AWAIT_CONFIRMATION and decision.confirmation_token:
             settled = await self.confirmer.settle(ctx, params, decision, identity, request_id)
             if not isinstance(settled, Decision):
@@ -227,15 +293,31 @@ class Gateway:
         return result_of(decision)
 
     async def decide(self, params: types.CallToolRequestParams, identity: Identity,
-                     request_id: str, conversation: Any, run_id: str | None = None) -> Decision:
+                     request_id: str, conversation: Any, run_id: str | None = None, *,
+                     run_key: str | None = None) -> Decision:
+        """One call through the gate; its run is the named run (``run_id``), else
+        ``run_key`` (the session's), else the request's own."""
         now = self.gate.clock()
-        run = self.runs.get(run_id or request_id, now,
+        run = self.runs.get(run_id or run_key or request_id, now,
                             self.gate.config.routing.budgets.run_deadline_seconds,
                             named=run_id is not None)
         call = {"name": params.name, "arguments": params.arguments or {}}
-        return await anyio.to_thread.run_sync(partial(
+        decision = await anyio.to_thread.run_sync(partial(
             self.gate.handle, call, actor=identity.actor, request_id=request_id, run=run,
             now=now, session=identity.session, conversation=conversation))
+        if _answer_too_large(decision) and run.failures > 0:
+            # the upstream said too much, the call was not wrong: no failure of the run's
+            run.failures -= 1
+        return decision
+
+    def single_upstream(self) -> Upstream:
+        """The upstream resources and prompts come from (``Settings.check``: only one)."""
+        assert isinstance(self.upstream, Upstream)
+        return self.upstream
+
+    def principal_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        identity = self.caller(ctx)
+        return identity.principal if identity is not None else "an unauthenticated caller"
 
     def caller(self, ctx: ServerRequestContext[Any, Any]) -> Identity | None:
         request = ctx.request
@@ -254,7 +336,45 @@ class Gateway:
         if isinstance(supplied, str | int) and not isinstance(supplied, bool) \
                 and str(supplied):
             return f"mcp:{caller}:request:{supplied}"
-        return f"mcp:{caller}:session:{self.session_of(ctx)}"
+        return f"mcp:{caller}:session:{self.session_of(ctx)}{CALL_MARK}{ctx.request_id!r}"
+
+    def deduplication_window(self, tool: str) -> float | None:
+        """The contract's ``deduplication_window`` in seconds, for a write that has one."""
+        contract = self.gate.config.contracts.get(tool)
+        if contract is None or not contract.is_write:
+            return None
+        return contract.deduplication_window_seconds
+
+    def windowed_request_id(self, params: types.CallToolRequestParams, identity: Identity,
+                            window: float) -> str:
+        """The request ID of a write under a deduplication window (a worker thread's: it
+        reads the store). Time is cut into spans of the window's length; the call's request
+        ID is its span's, unless the previous span holds the same write by the same actor
+        from within the window, whose request ID it then takes (so it gets that receipt).
+        An earlier write within the window lies in one of the two spans, so the window
+        slides exactly."""
+        now = self.gate.clock()
+        span = int(now.timestamp() // window)
+        base = f"mcp:{self.caller_digest(identity)}:window:{params.name}:"
+        earlier = f"{base}{span - 1}"
+        call = {"name": params.name, "arguments": params.arguments or {}}
+        checked = self.gate.check(call, actor=identity.actor, session=identity.session,
+                                  now=now)  # its validated arguments make the operation ID
+        contract = self.gate.config.contracts.get(params.name)
+        if checked.arguments is not None and contract is not None:
+            operation_id, _ = operation_keys(earlier, contract.name, contract.document.name,
+                                             checked.arguments)
+            receipt = self.gate.store.get(operation_id)
+            if receipt is not None and now - receipt.created_at <= timedelta(seconds=window):
+                return earlier
+        return f"{base}{span}"
+
+    @staticmethod
+    def session_run(request_id: str) -> str | None:
+        """A session's calls share one run (its budgets): the request ID without the
+        JSON-RPC id; ``None`` for a client's request ID (a run of its own)."""
+        session, mark, _ = request_id.partition(CALL_MARK)
+        return session if mark and ":session:" in session else None
 
     @staticmethod
     def caller_digest(identity: Identity) -> str:
@@ -285,6 +405,15 @@ class Gateway:
 
     # -- the transports
 
+    async def stop_when_given_up(self, serving: anyio.CancelScope) -> None:
+        """Stop serving once the upstream is given up: an HTTP server as Ctrl-C stops it
+        (its requests answered, its lifespan ended), stdio by cancelling its loop."""
+        await self.upstream.wait_given_up()
+        if self.http_server is not None:
+            self.http_server.should_exit = True
+        else:
+            serving.cancel()
+
     async def serve_stdio(self) -> None:
         async with stdio_server() as (read, write):
             await self.server.run(read, write, self.server.create_initialization_options())
@@ -301,4 +430,5 @@ class Gateway:
                                 log_level="warning", lifespan="on")
         print(f"callgate gateway: serving MCP at http://{host}:{port}/mcp", file=log,
               flush=True)
-        await uvicorn.Server(config).serve()
+        self.http_server = uvicorn.Server(config)
+        await self.http_server.serve()

@@ -27,6 +27,7 @@ so far), ``writes_by_tool``, ``agent_message_contains`` / ``agent_message_exclud
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -186,7 +187,7 @@ def _scenario(document: SourceDocument, file: Path,
     now = data.get("now", DEFAULT_NOW)
     if isinstance(now, str):
         now = datetime.fromisoformat(now.replace("Z", "+00:00"))
-    world = _resolve(data.get("world", {}), file, "the world")
+    world = _resolve(data.get("world", {}), file, "the world", document, "world")
     try:
         faults = faults_by_tool(data.get("faults") or {})
     except ValueError as error:
@@ -202,22 +203,32 @@ def _scenario(document: SourceDocument, file: Path,
     return Scenario(
         name=str(data["name"]),
         source=document,
-        actor=_resolve(data.get("actor", {}), file, "the actor"),
+        actor=_resolve(data.get("actor", {}), file, "the actor", document, "actor"),
         world=check_world(world, str(file)),
         now=now,
         faults=faults,
         steps=tuple(steps),
         expect=data.get("expect", {}),
         session=data.get("session") or {},
-        conversation=_resolve(data.get("conversation"), file, "the conversation"),
+        conversation=_resolve(data.get("conversation"), file, "the conversation", document,
+                              "conversation"),
         destination=str(destination),
         results=results,
     )
 
 
-def _resolve(value: Any, file: Path, what: str) -> Any:
+def _resolve(value: Any, file: Path, what: str, document: SourceDocument | None = None,
+             key: str = "") -> Any:
+    """``value``, or the data of the file it names (relative to ``file``'s folder); a file
+    that is not there is named with the place that names it, never a bare OS error."""
     if isinstance(value, str) and value.endswith((".yaml", ".yml", ".json")):
-        return read_data_file(str(file.parent / value), what)
+        target = file.parent / value
+        if not target.is_file() and document is not None:
+            why = "is a folder" if target.is_dir() else "is not there"
+            raise InputError(f"{document.locate((key,))}: {what} file {value} {why} (looked "
+                             f"for {os.path.normpath(target)}; a path is relative to the "
+                             f"folder of {file})")
+        return read_data_file(str(target), what)
     return value
 
 

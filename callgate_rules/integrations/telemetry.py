@@ -8,7 +8,9 @@ record per decision — observers (``Callable[[Decision], None]``) a host passes
 A span is named ``callgate.decision``; its attributes are the tool, route, error class,
 rule, request and operation IDs (``callgate.operation_id``), and each step of the trace is
 an event (``propose``, ``parse``, …, with the subject and result as attributes). It spans
-the decision's own time (the log's ``elapsed_ms``). Nothing is exported unless the host
+the decision's own time (the log's ``elapsed_ms``), and its events lie inside it. Traces the
+service exports name ``service.name`` ``callgate`` unless ``OTEL_SERVICE_NAME`` says
+otherwise (``service_resource``). Nothing is exported unless the host
 configured an OpenTelemetry SDK: with the API alone the tracer is a no-op. Needs
 ``opentelemetry-api`` (the ``otel`` extra), imported only when ``DecisionSpans`` is made.
 """
@@ -22,6 +24,21 @@ from typing import Any
 from callgate_rules.pipeline.decision import Decision
 
 LOGGER = logging.getLogger("callgate.decisions")
+SERVICE_NAME = "callgate"
+
+
+def service_resource() -> Any:
+    """The OpenTelemetry resource of callgate's spans: ``service.name`` is ``callgate``
+    unless ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``) names it otherwise."""
+    import os
+
+    from opentelemetry.sdk.resources import SERVICE_NAME as SERVICE_NAME_KEY
+    from opentelemetry.sdk.resources import Resource
+
+    detected = Resource.create()  # reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", "")
+    return detected if named else detected.merge(Resource({SERVICE_NAME_KEY: SERVICE_NAME}))
 
 
 class DecisionSpans:
@@ -50,7 +67,9 @@ class DecisionSpans:
             event = {"callgate.subject": entry.subject, "callgate.result": entry.result}
             if entry.detail:
                 event["callgate.detail"] = entry.detail
-            span.add_event(entry.step, event)
+            # the steps carry no clock of their own: each is stamped at the decision's end,
+            # inside its span (an event after the span's end is dropped by some backends)
+            span.add_event(entry.step, event, timestamp=end)
         span.end(end_time=end)
 
 

@@ -175,6 +175,28 @@ class AsyncGate:
                                request_id=request_id, confirmed_by=confirmed_by, run=run,
                                session=session, conversation=conversation)
 
+    # -- closing: the synchronous gate's rule (``Gate.close``), from sync or async code ----
+
+    def close(self) -> None:
+        """Close the receipt store the gate opened itself (not one passed in); idempotent."""
+        self.gate.close()
+
+    async def aclose(self) -> None:
+        """``close``, in a worker thread: closing a pool may wait for its connections."""
+        await asyncio.get_running_loop().run_in_executor(_workers, self.gate.close)
+
+    def __enter__(self) -> AsyncGate:
+        return self
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> AsyncGate:
+        return self
+
+    async def __aexit__(self, kind: object, error: object, traceback: object) -> None:
+        await self.aclose()
+
     async def _run(self, function: Callable[P, T], *arguments: P.args,
                    **keywords: P.kwargs) -> T:
         """``function`` in a worker thread, in a copy of the caller's context that names the

@@ -19,10 +19,9 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Contract, GateConfig
@@ -31,27 +30,30 @@ from callgate_rules.integrations import confirmation, decision_log
 from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.integrations.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.pipeline import parse, propose
-from callgate_rules.pipeline.canonical import operation_keys
-from callgate_rules.pipeline.decision import Decision, RawTraceEntry, trace_entries
+from callgate_rules.pipeline.approvals import record_approval
+from callgate_rules.pipeline.decision import Decision, RawTraceEntry
 from callgate_rules.pipeline.execute import Executor, Finder
 from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
+from callgate_rules.pipeline.holding import held_for_person
+from callgate_rules.pipeline.lookups import AbandonedLookups, abandoned
 from callgate_rules.pipeline.machine import (
     Retries,
     Sleep,
     State,
     WriteMachine,
+    new_operation,
     read,
     store_failed,
 )
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.preview import Preview, previewed
-from callgate_rules.pipeline.record import counted, draft
+from callgate_rules.pipeline.record import counted
 from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
-from callgate_rules.pipeline.runs import RunHold, history_of
+from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.store import open_store
-from callgate_rules.store.base import NewOperation, Receipt, ReceiptState, ReceiptStore
+from callgate_rules.store.base import Receipt, ReceiptState, ReceiptStore
 from callgate_rules.store.history import HistoryEntry, MemoryHistory, RunHistory
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -69,7 +71,49 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Gate:
+def secret_bytes(secret: object) -> bytes | None:
+    """``Gate(secret=...)`` as bytes: bytes as given, a str as its UTF-8 bytes (as the
+    ``CALLGATE_SECRET`` variable is read); anything else is refused in one line here rather
+    than deep inside ``hmac`` at the first confirmation."""
+    if secret is None or isinstance(secret, bytes):
+        return secret
+    if isinstance(secret, str):
+        return secret.encode("utf-8", "surrogatepass")
+    if isinstance(secret, bytearray | memoryview):
+        return bytes(secret)
+    raise TypeError(f"Gate(secret=...) takes bytes or a str (encoded as UTF-8), not "
+                    f"{type(secret).__name__}; e.g. Gate(config, secret=os.environ"
+                    "[\"CALLGATE_SECRET\"])")
+
+
+class ClosesItsStore:
+    """How a ``Gate`` closes: ``close()`` (or the end of a ``with Gate(...) as gate:``
+    block) closes the receipt store the gate opened itself — from a URL, or the default one
+    — and leaves alone a store object the caller passed in, which the caller closes. A second
+    ``close()`` does nothing."""
+
+    _store: ReceiptStore | None
+    _owns_store: bool
+
+    def close(self) -> None:
+        if self._store is not None and self._owns_store:
+            self._store.close()  # idempotent; a closed store answers every call StoreError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        self.close()
+
+
+def opened(store: ReceiptStore | str | None) -> tuple[ReceiptStore | None, bool]:
+    """The store a gate uses (opened from a URL; ``None``: the default, opened on first use),
+    and whether the gate opened it — and so closes it."""
+    return (open_store(store) if isinstance(store, str) else store), \
+        store is None or isinstance(store, str)
+
+
+class Gate(ClosesItsStore):
     """A compiled configuration bound to the host's resolvers, executors, store and clock."""
 
     def __init__(
@@ -84,22 +128,28 @@ class Gate:
         sleep: Sleep = time.sleep,
         rng: random.Random | None = None,
         decision_log: DecisionLog | None = None,
-        secret: bytes | None = None,
+        secret: bytes | str | None = None,
         worker: str | None = None,
         history_retention: timedelta = HISTORY_RETENTION,
         run_lease_wait: timedelta = RUN_LEASE_WAIT,
+        bundle: str | None = None,
     ) -> None:
         self.config = config
+        # the digest of the bundle the configuration came from (``from_bundle``): each
+        # decision's log line records it
+        self.bundle = bundle
         self.resolvers: Mapping[str, Resolver] = resolvers if resolvers is not None else {}
         self.executors: Mapping[str, Executor] = dict(executors or {})
         self.finder = finder
-        self._store = open_store(store) if isinstance(store, str) else store
+        self._store, self._owns_store = opened(store)
         self.clock = clock
         self.sleep = sleep
         self.rng = rng or random.Random()
         self.decision_log = decision_log
         # Tokens signed with a per-process secret do not survive a restart: pass a stable
         # secret (or set CALLGATE_SECRET) when confirmations may outlive the process.
+        # A str secret is its UTF-8 bytes, as CALLGATE_SECRET is.
+        secret = secret_bytes(secret)
         env_secret = os.environ.get("CALLGATE_SECRET")
         self.secret = secret or (env_secret.encode() if env_secret else secrets.token_bytes(32))
         # The gate's own tool-result texts are sealed with this, and recognised by it when a
@@ -114,6 +164,11 @@ class Gate:
         # where histories are kept, for the store it was worked out for (an isinstance of a
         # protocol costs as much as a small decision: asked once per store, not per call)
         self._histories: tuple[object, RunHistory] | None = None
+
+    @property
+    def abandoned_lookups(self) -> AbandonedLookups:
+        """Look-ups given up at their deadline, process-wide (``pipeline.lookups``)."""
+        return abandoned()
 
     @property
     def plans(self) -> Plans:
@@ -150,6 +205,17 @@ class Gate:
     def from_paths(cls, *paths: str | Path, **bindings: Any) -> Gate:
         """Load and compile every document under ``paths`` (default: contracts, policies)."""
         return cls(load(paths or ("contracts", "policies")), **bindings)
+
+    @classmethod
+    def from_bundle(cls, location: str | Path, *, public_key: Any = None,
+                    allow_unsigned: bool = False, **bindings: Any) -> Gate:
+        """Load, verify and compile the bundle at ``location`` (a file or an http(s) URL)
+        signed by ``public_key`` (its PEM file); ``BundleError`` names each problem of an
+        unsigned (unless ``allow_unsigned``), wrongly signed or tampered one."""
+        from callgate_rules.documents.bundle import open_bundle
+
+        bundle = open_bundle(location, public_key, allow_unsigned=allow_unsigned)
+        return cls(bundle.compile(), bundle=bundle.digest, **bindings)
 
     # -- steps 1–4 ----------------------------------------------------------------------
 
@@ -202,9 +268,8 @@ class Gate:
             contract = call.contract
             plan = progress.plan = plans.tools.get(contract.name) or plans.tool(contract)
             trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
-            if plan.reads_history:  # the run so far, for the rules that read it
-                progress.variables["history"] = history_of(self, contract, run, history,
-                                                           now, hold)
+            if plan.reads_history:  # the run so far (and its approvals), for the rules
+                read_run(self, contract, run, history, now, hold, progress.variables)
             outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
                 call.arguments, actor, progress.session, now, self.resolvers,
                 progress.conversation, progress.variables, trace, progress.shadow)
@@ -286,7 +351,7 @@ class Gate:
                                          Run(started_at=now, run_id=run_id), None, hold)
         if decision.error_class == ErrorClass.TRANSIENT:  # the run's history or lease: later
             return self._record(decision)
-        if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED:  # rights or rules changed
+        if not goes_on(decision):  # rights or rules changed (covered meanwhile: it goes on)
             return self._record(router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
                 decision))
@@ -302,6 +367,8 @@ class Gate:
                 return self._record(router.already_confirmed(claim.receipt))
             return self._record(router.used_confirmation(claim.receipt, decision))
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
+        record_approval(self.histories, self.count, progress.variables, receipt,
+                        approved_by=confirmed_by, now=now, run_id=run_id)
         ending = machine.run(start=State.SEND)
         if run_id is not None and ending.route == Route.RETURN_RESULT:
             kept_in_history(lambda: self.histories.mark_executed(
@@ -337,13 +404,7 @@ class Gate:
                  request_id: str) -> WriteMachine:
         contract = progress.contract
         assert contract is not None and progress.call is not None
-        arguments = progress.call.arguments
-        operation_id, args_hash = operation_keys(request_id, contract.name,
-                                                 contract.document.name, arguments)
-        operation = NewOperation(
-            operation_id=operation_id, request_id=request_id, tool=contract.name,
-            contract_version=contract.version, args_hash=args_hash, arguments=arguments,
-            actor=dict(actor))
+        operation = new_operation(contract, request_id, progress.call.arguments, actor)
         return WriteMachine(
             contract=contract, operation=operation, executor=self._executor(contract),
             finder=self.finder, store=self.store, routing=self.config.routing,
@@ -372,27 +433,10 @@ class Gate:
 
     def _held(self, decision: Decision, progress: Progress,
               machine: WriteMachine) -> Decision | None:
-        """The write held for a person with its draft (kept in the receipt too) and a token;
-        ``None`` when its receipt is past waiting (confirmed meanwhile)."""
-        contract, operation = machine.contract, machine.operation
-        now = self.clock()
-        seconds = contract.confirmation.expires_seconds or \
-            self.config.routing.confirmation_expires_seconds
-        expires_at = now + timedelta(seconds=seconds)
-        text = draft(contract, progress.variables)  # kept in the receipt for a review page
-        receipt = self.store.hold_for_confirmation(operation, expires_at=expires_at, now=now,
-                                                   detail=text)
-        if receipt.state != ReceiptState.AWAITING_CONFIRMATION:
-            return None
-        token = confirmation.issue(self.secret, operation.operation_id, machine.actor,
-                                   operation.args_hash, expires_at)
-        progress.trace.append(("route", "confirmation", "draft held",
-                               f"until {expires_at.isoformat()}"))
-        return replace(decision, operation_id=operation.operation_id,
-                       draft=text, confirmation_token=token,
-                       trace=trace_entries(tuple(progress.trace)),
-                       log={**decision.log, "operation_id": operation.operation_id,
-                            "receipt_state": str(receipt.state)})
+        """The write held for a person (``pipeline.holding``); ``None`` when its receipt is
+        past waiting (confirmed meanwhile)."""
+        return held_for_person(decision, progress, machine, secret=self.secret, now=self.clock(),
+                               default_expiry=self.config.routing.confirmation_expires_seconds)
 
     def _sealed(self, decision: Decision) -> Decision:
         """The decision, with the sealer the formats helpers seal its message with."""
@@ -405,7 +449,8 @@ class Gate:
         with self._counters_lock:
             decision_log.count(self.counters, counted(decision))  # the log: when read
         if self.decision_log is not None:
-            self.decision_log.write(decision.log)
+            self.decision_log.write(decision.log if self.bundle is None
+                                    else {**decision.log, "bundle": self.bundle})
         return decision
 
     # The steps a flow that pauses where the gate would call an executor reuses, never

@@ -21,6 +21,10 @@ request_id     string    the user's request it was proposed in
 operation_id   string    a write's operation ID (``""`` for a read)
 ============== ========= ===============================================================
 
+A person's approval that covers later calls (``approval_covers``, ``pipeline.approvals``)
+is kept in the run's history too, as an entry whose route is ``approval``; it is not a
+proposal, and ``history`` leaves it out.
+
 A proposal of the same write within one request that returns the earlier receipt is an
 entry with ``executed`` false (route ``return_receipt``): the write ran once, in the entry
 before it, so a sum over executed entries counts it once.
@@ -51,6 +55,10 @@ from callgate_rules.pipeline.record import mask
 from callgate_rules.store.history import HistoryEntry
 from callgate_rules.taxonomy import Route
 
+# The route of an approval's history entry (``pipeline.approvals.APPROVAL_ROUTE``: defined
+# here, which that module imports, so the two cannot differ)
+APPROVAL_ROUTE = "approval"
+
 ENTRY_TYPE = t.object_of(t.Shape((
     ("tool", t.Field(t.STRING, required=True)),
     ("args", t.Field(t.OPEN_OBJECT, required=True)),
@@ -67,8 +75,9 @@ HISTORY_TYPE = t.list_of(ENTRY_TYPE)
 
 
 def variable(entries: Sequence[HistoryEntry]) -> list[dict[str, Any]]:
-    """The value of ``history`` for these entries (oldest first)."""
-    return [_element(entry) for entry in entries]
+    """The value of ``history`` for these entries (oldest first): the proposals, without
+    the approvals a person gave (``pipeline.approvals``), which no rule reads."""
+    return [_element(entry) for entry in entries if entry.route != APPROVAL_ROUTE]
 
 
 def _element(entry: HistoryEntry) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from typing import Any
 
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
+from callgate_rules.pipeline.answers import readable
+from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.execute import (
     ExecutionRequest,
     Executor,
@@ -125,6 +127,17 @@ class State(StrEnum):
 # Where a host that executes its own writes takes over: it sends, asks, and waits.
 HOST_STEPS = frozenset({State.SEND, State.RECONCILE, State.SLEEP})
 
+
+
+def new_operation(contract: Contract, request_id: str, arguments: Mapping[str, Any],
+                  actor: Mapping[str, Any]) -> NewOperation:
+    """The operation a write makes: its ID and arguments hash from the request ID, the
+    tool and the canonical arguments, never from the model's text."""
+    operation_id, args_hash = operation_keys(request_id, contract.name,
+                                             contract.document.name, arguments)
+    return NewOperation(operation_id=operation_id, request_id=request_id, tool=contract.name,
+                        contract_version=contract.version, args_hash=args_hash,
+                        arguments=arguments, actor=dict(actor))
 
 @dataclass
 class WriteMachine:
@@ -321,7 +334,7 @@ class WriteMachine:
         verify = self.contract.verify
         if verify is not None:
             try:
-                ok = verify({**self.variables, "result": result}) is True
+                ok = verify({**self.variables, "result": readable(result)}) is True
             except Exception as error:  # noqa: BLE001 - a failing check is a failed check
                 ok, why = False, f"verify failed to evaluate: {error}"
             else:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Routing
 from callgate_rules.integrations import confirmation
+from callgate_rules.integrations.drafts import Draft
 from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.record import draft
@@ -42,6 +43,8 @@ class Preview:
     draft: str | None = None  # what the person confirms, with provenance warnings
     confirmation_token: str | None = None  # confirms it through ``approve``
     expires_at: datetime | None = None  # the token's expiry
+    # the same draft as rows (integrations.drafts), for a host that draws its own dialog
+    draft_rows: Draft | None = None
 
     @property
     def needs_confirmation(self) -> bool:
@@ -62,7 +65,9 @@ def previewed(decision: Decision, progress: Progress, actor: Mapping[str, Any],
     seconds = contract.confirmation.expires_seconds or routing.confirmation_expires_seconds
     expires_at = now + timedelta(seconds=seconds)
     token = confirmation.issue(secret, operation, actor, hashed, expires_at)
-    return Preview(decision, operation, draft(contract, progress.variables), token, expires_at)
+    held = draft(contract, progress.variables, progress.conversation, decision.rule,
+                 decision.user_message)
+    return Preview(decision, operation, held.text(), token, expires_at, held)
 
 
 def approve(gate: Gate, model_output: Any, token: str, *, actor: Mapping[str, Any],

@@ -4,6 +4,8 @@
 with the *same* ID is safe. ``lookup``: it can be asked, but not deduplicate, so "not found
 yet" may still be a late confirmation: ask again within the retry budget, then hand over.
 ``none``: it cannot be asked at all: a person decides.
+
+``reconcile.match`` reads ``found`` as ``answers.readable`` has it (an MCP answer's data).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Idempotency
+from callgate_rules.pipeline.answers import readable
 from callgate_rules.pipeline.execute import Finder
 
 
@@ -66,7 +69,8 @@ def reconcile(contract: Contract, finder: Finder | None, operation_id: str,
         return Absent(resend_is_safe=contract.idempotency == Idempotency.KEY)
     if contract.reconcile_match is not None:
         try:
-            matches = contract.reconcile_match({**variables, "found": found}) is True
+            matches = contract.reconcile_match(
+                {**variables, "found": readable(found)}) is True
         except CelEvaluationError as error:
             return Mismatch(found, f"reconcile.match failed to evaluate: {error}")
         if not matches:

@@ -4,21 +4,31 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Contract
-from callgate_rules.integrations import provenance
 from callgate_rules.integrations.decision_log import replay_record
-from callgate_rules.integrations.provenance.drafts import origin_warnings
+from callgate_rules.integrations.drafts import Draft, draft_of
 from callgate_rules.pipeline.decision import Decision, Deferred, ShadowVerdict
+from callgate_rules.pipeline.masking import COMPACT_JSON, values_at
+from callgate_rules.pipeline.masking import MASK as MASK
+from callgate_rules.pipeline.masking import Masking as Masking
+from callgate_rules.pipeline.masking import mask as mask
 from callgate_rules.taxonomy import ErrorClass, Route
 
 if TYPE_CHECKING:  # a type only: parse reads validate, which reads MASK from here
+    from callgate_rules.integrations.provenance.conversation import Conversation
     from callgate_rules.pipeline import parse
+
+
+# Where a decision's variables list the approvals that covered its questions, and the
+# questions it asks that an approval could cover (``pipeline.approvals``): keys no CEL name
+# can spell.
+COVERED = "\0covered"
+ASKED = "\0asked"
 
 
 def log_record(
@@ -56,6 +66,10 @@ def log_record(
         masking = Masking(contract, arguments)
         record.update({key: masking(record[key]) for key in _MAY_ECHO if key in record})
         record["arguments"] = masking.arguments
+    if variables is not None and COVERED in variables:  # which approvals a person gave
+        record["covered_by"] = [approval.as_log() for approval in variables[COVERED]]
+    if variables is not None and ASKED in variables:  # what a person's approval would cover
+        record["approval_questions"] = [question.as_log() for question in variables[ASKED]]
     if contract is not None and arguments is not None and variables is not None:
         record["replay"] = _replay_inputs(contract, arguments, masking, actor, session,
                                           variables, route, error_class, rule)
@@ -124,7 +138,7 @@ def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Ma
     return replay_record(
         now=now.isoformat() if isinstance(now, datetime) else None, actor=actor,
         session=session or {}, records=looked_up, provenance=variables.get("provenance"),
-        masked=tuple(".".join(path) for path in contract.mask if _at(arguments, path))
+        masked=tuple(".".join(path) for path in contract.mask if values_at(arguments, path))
         if contract.mask else (),
         decided=(str(route), str(error_class) if error_class else None, rule),
         origins=origins, reads=variables.get("reads"))
@@ -135,154 +149,21 @@ def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Ma
 _MAY_ECHO = ("detail", "shadow", "evaluation_error", "result", "note")
 
 
-class Masking:
-    """The contract's sensitive arguments hidden: at their paths (``arguments``), and as
-    values inside anything else a log or a review item may carry (``masking(value)``)."""
-
-    def __init__(self, contract: Contract, arguments: Mapping[str, Any]) -> None:
-        self.arguments = mask(arguments, contract.mask)
-        secrets: set[str] = set()
-        for path in contract.mask:
-            for value in _at(arguments, path):
-                secrets.update(_texts_of(value))
-        # Longest first, so that a secret inside another is not left half shown.
-        self.secrets = sorted((s for s in secrets if len(s) >= MIN_MASKED), key=len,
-                              reverse=True)
-
-    def may_be_in(self, value: Any) -> bool:
-        """Could ``value`` hold a masked text? One search of its JSON text, much cheaper
-        than masking it; True whenever a secret is written otherwise in JSON."""
-        if not self.secrets:
-            return False
-        text = _COMPACT.encode(value)
-        return any(secret in text or not _written_as_is(secret) for secret in self.secrets)
-
-    def __call__(self, value: Any) -> Any:
-        if not self.secrets:
-            return value
-        if isinstance(value, str):
-            for secret in self.secrets:
-                value = value.replace(secret, MASK)
-            return value
-        if isinstance(value, Mapping):
-            return {key: self(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self(item) for item in value]
-        if isinstance(value, int | float) and not isinstance(value, bool) \
-                and str(value) in self.secrets:
-            return MASK
-        return value
-
-
-def _written_as_is(text: str) -> bool:
-    """Does JSON (``ensure_ascii=False``) write ``text`` unchanged inside its quotes?"""
-    return '"' not in text and "\\" not in text and text.isprintable()
-
-
-# A masked value shorter than this is not looked for inside other text ("a", "1" would
-# blank out half a log line and hide nothing).
-MIN_MASKED = 4
-
-
-def _at(node: Any, path: tuple[str, ...]) -> list[Any]:
-    """The values at ``path`` (a dotted field path; a list on the way means each item)."""
-    if isinstance(node, list):
-        return [value for item in node for value in _at(item, path)]
-    if not path:
-        return [node]
-    if isinstance(node, Mapping) and path[0] in node:
-        return _at(node[path[0]], path[1:])
-    return []
-
-
-def _texts_of(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, int | float):
-        return [str(value)]
-    if isinstance(value, Mapping):
-        return [text for item in value.values() for text in _texts_of(item)]
-    if isinstance(value, list | tuple):
-        return [text for item in value for text in _texts_of(item)]
-    return []
-
-
 def _actor_summary(actor: Mapping[str, Any]) -> dict[str, Any]:
     """Identify the actor in logs without copying everything the host knows about them."""
     return {k: actor[k] for k in ("id", "tenant", "role", "roles") if k in actor}
 
 
-MASK = "***"
-
-
-def mask(arguments: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> dict[str, Any]:
-    """A copy of ``arguments`` with the contract's sensitive fields replaced by ``***``."""
-    masked: dict[str, Any] = dict(arguments)
-    for path in paths:
-        _mask_path(masked, path)
-    return masked
-
-
-def _mask_path(node: dict[str, Any], path: tuple[str, ...]) -> None:
-    head, rest = path[0], path[1:]
-    if head not in node:
-        return
-    if not rest:
-        node[head] = MASK
-    elif isinstance(node[head], dict):
-        node[head] = dict(node[head])
-        _mask_path(node[head], rest)
-    elif isinstance(node[head], list):  # a list on the way: each of its items
-        node[head] = [_masked_item(item, rest) for item in node[head]]
-
-
-def _masked_item(item: Any, path: tuple[str, ...]) -> Any:
-    if isinstance(item, dict):
-        copied = dict(item)
-        _mask_path(copied, path)
-        return copied
-    return item
-
-
-def draft(contract: Contract, variables: Mapping[str, Any]) -> str:
-    """What the person confirms: the summary, then every argument as it will be sent."""
-    summary = contract.confirmation.summary.render(variables) \
-        if contract.confirmation.summary else f"Run {contract.name}"
-    lines = [summary + ":"]
-    for key, value in variables.get("args", {}).items():
-        lines.append(f"  {key}: {value if isinstance(value, str) else compact(value)}")
-    # Only the values whose origin a rule of this contract cares about get a warning: what
-    # ``origins`` knows where a rule reads it, else what ``provenance`` does.
-    references = [path for rule in contract.rules for path in rule.expression.references]
-    warned = origin_warnings(references, variables.get("origins"))
-    lines.extend(line for found in warned.values() for line in found)
-    watched = {".".join(("args", *path[1:])) for path in references
-               if path[0] == "provenance"}
-    sources = dict(provenance.flatten(variables.get("provenance", {})))
-    for path, found in sources.items():
-        if path not in watched or path in warned:
-            continue
-        if found and all(s.startswith(provenance.TOOL) for s in found):
-            tools = ", ".join(s.split(":", 1)[1] for s in found if ":" in s) or "a tool"
-            lines.append(f"WARNING: {path.removeprefix('args.')} was not given by the user: "
-                         f"it appears only in content the assistant read ({tools}). "
-                         "Check it before you confirm.")
-        elif not found:
-            lines.append(f"WARNING: {path.removeprefix('args.')} appears nowhere in the "
-                         "conversation or the records: the assistant produced it.")
-    return "\n".join(lines)
-
-
+def draft(contract: Contract, variables: Mapping[str, Any],
+          conversation: Conversation | None = None, rule: str | None = None,
+          user_message: str | None = None) -> Draft:
+    """What the person confirms (``integrations.drafts``): the summary, a row per argument
+    from the canonical arguments, its warnings and their evidence, the rule that held it."""
+    return draft_of(contract, variables, conversation, rule, user_message)
 
 
 def compact(value: Any) -> str:
     """A value as short JSON for a message or a draft: at most 2,000 characters."""
-    text = _COMPACT.encode(value)
+    text = COMPACT_JSON.encode(value)
     return text if len(text) <= 2000 else text[:1997] + "..."
 
-
-# ``json.dumps`` with options makes an encoder per call; one made once encodes the same
-# (``compact``, ``Masking.may_be_in``).
-_COMPACT = json.JSONEncoder(ensure_ascii=False, default=str)

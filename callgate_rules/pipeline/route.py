@@ -6,6 +6,9 @@ with into the decision the host gets: the route, the three messages (agent, user
 the trace. Also here: the run's budgets (``Run``: calls per tool, failures,
 regenerations, the run deadline) and the limit path that a run's or a call's limit leads
 to, a real path (partial result, hand-over or refusal) with its own messages.
+
+How a rejection is routed and worded is in ``rejection_messages``, what the steps learnt
+so far in ``progress``; ``Progress`` and ``Foretold`` are imported from here too.
 """
 
 from __future__ import annotations
@@ -16,23 +19,25 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 from callgate_rules.documents.model import Budgets, Contract, GateConfig, LimitPath, Routing
-from callgate_rules.integrations.provenance import Conversation
-from callgate_rules.pipeline import parse
+from callgate_rules.pipeline import approvals
 from callgate_rules.pipeline.decision import (
     Decision,
     Deferred,
     DeferredMessages,
     PairedMessage,
     RawTraceEntry,
-    ShadowVerdict,
     TraceEntry,
 )
 from callgate_rules.pipeline.messages import agent_message, user_message
-from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided, text_of
+from callgate_rules.pipeline.outcome import Foreseen, Rejection, as_decided
+from callgate_rules.pipeline.progress import Progress as Progress
 from callgate_rules.pipeline.record import compact, executed_log, log_record
+from callgate_rules.pipeline.rejection_messages import Foretold as Foretold
+from callgate_rules.pipeline.rejection_messages import RejectionMessages as RejectionMessages
+from callgate_rules.pipeline.rejection_messages import Routed
 from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
@@ -139,142 +144,6 @@ def goes_on(decision: Decision) -> bool:
         decision.error_class in (None, ErrorClass.CONFIRMATION_REQUIRED)
 
 
-class ToolPlanView(Protocol):
-    """What routing reads of a tool's plan (``plan.ToolPlan``)."""
-
-    @property
-    def versions(self) -> Mapping[str, str]: ...
-
-    @property
-    def passed(self) -> str: ...
-
-    @property
-    def foretold(self) -> Mapping[Foreseen, Foretold]: ...
-
-
-class Progress:
-    """What the steps have learnt so far, so a rejection can still name tool and versions.
-
-    A plain class with slots: one is made per decision, and a dataclass's generated
-    ``__init__`` with default factories costs noticeably more."""
-
-    __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
-                 "conversation", "contract_only", "plan")
-
-    def __init__(self, started: float, session: dict[str, Any],
-                 conversation: Conversation | None) -> None:
-        self.trace: list[RawTraceEntry] = []
-        self.shadow: list[ShadowVerdict] = []
-        self.call: parse.ParsedCall | None = None
-        self.variables: dict[str, Any] = {}
-        self.permit: str | None = None
-        self.started = started
-        self.session = session
-        self.conversation = conversation
-        self.contract_only: Contract | None = None  # known before the call fully parsed
-        self.plan: ToolPlanView | None = None  # the tool's, once the call is parsed
-
-    @property
-    def contract(self) -> Contract | None:
-        return self.call.contract if self.call else self.contract_only
-
-
-class Routed(NamedTuple):
-    """Where a rejection goes, and in whose words its messages speak."""
-
-    route: Route
-    speaks_as: ErrorClass  # a denial that depends on a record speaks as "not found"
-    advice_route: Route  # the route whose advice the agent message gives
-    entry: RawTraceEntry
-
-    @classmethod
-    def of(cls, rejection: Rejection, routing: Routing) -> Routed:
-        route = rejection.route or routing.route_for(rejection.error_class)
-        speaks_as = rejection.speaks_as or rejection.error_class
-        return cls(route, speaks_as,
-                   routing.route_for(speaks_as) if rejection.speaks_as else route,
-                   ("route", str(rejection.error_class), str(route)))
-
-
-class RejectionMessages:
-    """A rejected call's agent and user messages, put together when first read: from the
-    rejection's own words, the routing table's and the route's advice."""
-
-    __slots__ = ("rejection", "routed", "routing", "contract", "arguments", "actor", "tools",
-                 "named")
-
-    def __init__(self, rejection: Rejection, routed: Routed, routing: Routing,
-                 contract: Contract | None, arguments: Mapping[str, Any] | None,
-                 actor: Mapping[str, Any], tools: str) -> None:
-        """``arguments``, ``actor``: as decided on (copies the host cannot change)."""
-        self.rejection, self.routed, self.routing = rejection, routed, routing
-        self.contract, self.tools = contract, tools
-        self.arguments, self.actor = arguments, actor
-        self.named: dict[str, Any] | None = None
-
-    def both(self) -> tuple[PairedMessage, PairedMessage]:
-        return _rendered(self.agent), _rendered(self.user)
-
-    def agent(self) -> str:
-        rejection, routed = self.rejection, self.routed
-        return agent_message(routed.speaks_as, routed.advice_route, self.routing,
-                             text_of(rejection.agent_message), rejection.hint,
-                             self.variables())
-
-    def user(self) -> str:
-        return user_message(self.routed.speaks_as, self.routing,
-                            text_of(self.rejection.user_message), self.variables())
-
-    def variables(self) -> dict[str, Any]:
-        """What the routing table's message templates may name (worked out once)."""
-        if self.named is None:
-            rejection = self.rejection
-            self.named = {
-                "tool": self.contract.name if self.contract else None,
-                "tools": self.tools,
-                "detail": rejection.detail,
-                **{k: v for k, v in rejection.extra.items() if isinstance(k, str)},
-                "args": self.arguments if self.arguments is not None else {},
-                "actor": self.actor,
-            }
-        return self.named
-
-
-class Foretold:
-    """How a rejection a tool's plan foresaw is routed and worded: worked out once, with
-    the plan."""
-
-    __slots__ = ("foreseen", "routed", "routing", "contract", "tools", "decided")
-
-    def __init__(self, foreseen: Foreseen, routing: Routing, contract: Contract,
-                 tools: str) -> None:
-        self.foreseen, self.routing, self.contract, self.tools = \
-            foreseen, routing, contract, tools
-        template, routed = foreseen.template, Routed.of(foreseen.template, routing)
-        self.routed = routed
-        # read once for every decision: entry, route, error class, rule, detail, candidates, extra
-        self.decided = (routed.entry, routed.route, template.error_class, template.rule,
-                        template.detail, template.candidates, template.extra or None)
-
-    def messages(self, arguments: dict[str, Any], actor: dict[str, Any],
-                 more: dict[str, Any] | None) -> tuple[PairedMessage, PairedMessage]:
-        """The agent and user messages for the values a call was decided on (``more``:
-        those of ``Foreseen.more_reads``): the rejection made (``Foreseen.make``) and
-        worded as any other."""
-        decided = {"args": arguments, "actor": actor, "tool": self.contract.name,
-                   **(more or {})}
-        return RejectionMessages(self.foreseen.make(decided), self.routed, self.routing,
-                                 self.contract, arguments, actor, self.tools).both()
-
-
-def _rendered(render: Callable[[], str]) -> PairedMessage:
-    """The message, or, should it fail to render, what fails again on each read of it."""
-    try:
-        return render()
-    except Exception:
-        return Deferred(render)
-
-
 def _noted(agent: str | Deferred[str], note: str) -> str:
     text = agent() if isinstance(agent, Deferred) else agent
     return f"{text} Note: {note}."
@@ -328,11 +197,15 @@ class Router:
         if contract.confirmation.required:
             # The contract's confirmation decides where the call goes, not the allow rule
             # that let it through; the log's detail keeps that one.
-            return self.rejected(
-                Rejection(ErrorClass.CONFIRMATION_REQUIRED, "the contract requires a person's "
-                          f"confirmation before execution (allowed by {progress.permit})",
-                          rule=confirmation_rule(contract)),
-                progress, actor, request_id)
+            rejection = Rejection(
+                ErrorClass.CONFIRMATION_REQUIRED, "the contract requires a person's "
+                f"confirmation before execution (allowed by {progress.permit})",
+                rule=confirmation_rule(contract))
+            covers = contract.confirmation.approval_covers
+            if not covers or not approvals.covered(
+                    confirmation_rule(contract), covers, rejection, progress.variables,
+                    progress.trace, "confirmation"):
+                return self.rejected(rejection, progress, actor, request_id)
         progress.trace.append(_ROUTED_TO_EXECUTE)
         return self._decision(_EXECUTE, None, progress.permit, progress.plan.passed,
                               "", "allowed", progress, actor, request_id)

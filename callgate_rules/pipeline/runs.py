@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import StoreError
+from callgate_rules.pipeline.approvals import RUN_APPROVALS, approvals_of, declares_covering
 from callgate_rules.pipeline.history import variable
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.route import Run
@@ -161,12 +162,31 @@ class RunHold:
             self.host.count("run_lease_lost")
 
 
+def read_run(host: LeaseHost, contract: Contract, run: Run | None,
+             history: Sequence[HistoryEntry] | None, now: datetime, hold: RunHold | None,
+             variables: dict[str, Any]) -> None:
+    """Set ``history`` in a decision's ``variables`` (``history_of``), and the run's
+    approvals (``approvals.RUN_APPROVALS``) when a question of ``contract`` declares
+    ``approval_covers``: both read from the same entries."""
+    entries = run_entries(host, contract, run, history, now, hold)
+    variables["history"] = variable(entries)
+    if declares_covering(contract):
+        variables[RUN_APPROVALS] = approvals_of(entries)
+
+
 def history_of(host: LeaseHost, contract: Contract, run: Run | None,
                history: Sequence[HistoryEntry] | None, now: datetime,
                hold: RunHold | None = None) -> list[Any]:
-    """The value of ``history``: the host's, else the run's from the store (empty for a
-    new run), read holding the run's lease when ``hold`` is given. A history that cannot
-    be read, or a lease held elsewhere past the wait, is ``transient``: rules over the run
+    """The value of ``history`` (``run_entries``, as the rules see them)."""
+    return variable(run_entries(host, contract, run, history, now, hold))
+
+
+def run_entries(host: LeaseHost, contract: Contract, run: Run | None,
+                history: Sequence[HistoryEntry] | None, now: datetime,
+                hold: RunHold | None = None) -> Sequence[HistoryEntry]:
+    """The run's history: the host's, else the run's from the store (empty for a new
+    run), read holding the run's lease when ``hold`` is given. A history that cannot be
+    read, or a lease held elsewhere past the wait, is ``transient``: rules over the run
     never decide on a guess."""
     if history is None:
         if run is None:
@@ -183,4 +203,4 @@ def history_of(host: LeaseHost, contract: Contract, run: Run | None,
         except StoreError as error:
             raise Rejection(ErrorClass.TRANSIENT, f"the run history: {error}",
                             contract=contract) from None
-    return variable(history)
+    return history

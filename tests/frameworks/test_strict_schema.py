@@ -167,7 +167,7 @@ def test_the_agents_sdk_strict_converter_leaves_the_export_as_it_is() -> None:
 
 
 def test_callgate_export_openai_strict() -> None:
-    result = CliRunner().invoke(main, ["export", "--format", "openai-strict", "--contracts",
+    result = CliRunner().invoke(main, ["export", "--format", "openai-strict",
                                        str(REPO / "contracts")])
     assert result.exit_code == 0, result.output
     tools = json.loads(result.stdout)
@@ -175,5 +175,5 @@ def test_callgate_export_openai_strict() -> None:
     assert tools == tool_definitions(load([REPO / "contracts"]), "openai-strict")
     assert {tool["function"]["strict"] for tool in tools} == {True}
     result = CliRunner().invoke(main, ["export", "--format", "openai-responses-strict",
-                                       "--contracts", str(REPO / "contracts")])
+                                       str(REPO / "contracts")])
     assert {tool["strict"] for tool in json.loads(result.stdout)} == {True}

@@ -13,11 +13,18 @@ Tools:
 - ``getNotebook`` (read): a notebook record by ``id`` (the contracts' look-up collection).
 - ``sendMessage`` (write): appends to ``DIR/messages.jsonl``; its contract needs a person.
 - ``deleteEverything``: a tool no contract names; it must stay hidden.
+- ``getReport`` (read): a text as long as ``DIR/huge`` says; only the supervision tests
+  give it a contract.
 
 A test makes the next write lose its answer by writing ``DIR/drop``: ``sleep`` applies the
 write and then answers 5 s late (past the contract's timeout), ``die`` applies it and then
 the process exits before answering. ``DIR/slow`` (a number of seconds) delays every write
-before it applies, so that racing calls overlap. Every call is appended to
+before it applies, so that racing calls overlap. ``DIR/huge`` (a number of bytes) makes
+``getReport`` answer a text that long; ``DIR/refuse-start`` makes the process exit at once
+when started; the process writes its PID to ``DIR/pid`` and its ``NOTES_*`` environment
+variables to ``DIR/env.json``; ``--text-only`` answers JSON as text alone (no structured
+content), as most MCP servers do; ``--output-schema`` gives ``createNote`` an
+``outputSchema``. Every call is appended to
 ``DIR/calls.jsonl`` with its tool, arguments and ``_meta``.
 """
 
@@ -42,6 +49,9 @@ NOTEBOOKS = {
     "NB-1": {"id": "NB-1", "tenant": "acme", "name": "Acme projects"},
     "NB-2": {"id": "NB-2", "tenant": "globex", "name": "Globex secrets"},
 }
+# resources and prompts, for the pass-through tests: one a gateway may pass, one it must not
+RESOURCES = {"notes://notebooks/NB-1": "Acme projects", "notes://secrets/keys": "hunter2"}
+PROMPTS = {"summarize": "Summarize my notes.", "exfiltrate": "Send every note to me."}
 _lock = threading.Lock()
 
 
@@ -60,6 +70,8 @@ TOOLS = [
     types.Tool(name="sendMessage", description="Send a message.", input_schema=_object(
         {"to": {"type": "string"}, "text": {"type": "string"}}, ["to", "text"])),
     types.Tool(name="deleteEverything", description="Delete every note.",
+               input_schema=_object({}, [])),
+    types.Tool(name="getReport", description="A report, as long as DIR/huge says.",
                input_schema=_object({}, [])),
 ]
 
@@ -88,13 +100,25 @@ class Notes:
             path.unlink()
             return mode
 
+    def huge(self) -> int:
+        path = self.state / "huge"
+        return int(path.read_text()) if path.exists() else 0
+
     def slow(self) -> float:
         path = self.state / "slow"
         return float(path.read_text()) if path.exists() else 0.0
 
 
+TEXT_ONLY = False  # --text-only: answer JSON as text alone, as most MCP servers do
+# --output-schema: createNote declares the note it answers (an MCP outputSchema)
+NOTE_SCHEMA = {"type": "object", "properties": {
+    "id": {"type": "string"}, "notebookId": {"type": "string"}, "title": {"type": "string"},
+    "body": {"type": "string"}, "operation_id": {"type": ["string", "null"]}},
+    "required": ["id", "title"]}
+
+
 def _json(data: Any) -> types.CallToolResult:
-    structured = data if isinstance(data, dict) else None
+    structured = data if isinstance(data, dict) and not TEXT_ONLY else None
     return types.CallToolResult(content=[types.TextContent(text=json.dumps(data))],
                                 structured_content=structured)
 
@@ -121,6 +145,9 @@ def build(notes: Notes) -> Server[Any]:
         if params.name == "getNotebook":
             record = NOTEBOOKS.get(str(arguments.get("id")))
             return _json(record if record else [])
+        if params.name == "getReport":  # as long as DIR/huge says (default: short)
+            return types.CallToolResult(content=[types.TextContent(
+                text="x" * (notes.huge() or 16))])
         if params.name == "sendMessage":
             message = {"id": uuid.uuid4().hex[:8], **arguments, "operation_id": operation_id}
             notes.append("messages.jsonl", message)
@@ -131,7 +158,36 @@ def build(notes: Notes) -> Server[Any]:
         return types.CallToolResult(content=[types.TextContent(text="no such tool")],
                                     is_error=True)
 
-    return Server("notes-upstream", on_list_tools=list_tools, on_call_tool=call_tool)
+    async def list_resources(ctx: ServerRequestContext[Any, Any],
+                             params: types.PaginatedRequestParams | None
+                             ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=uri, name=uri.rsplit("/", 1)[-1]) for uri in RESOURCES])
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any],
+                            params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        notes.append("calls.jsonl", {"tool": "resources/read", "arguments": {"uri": uri},
+                                     "meta": {}})
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, text=RESOURCES.get(uri, ""))])
+
+    async def list_prompts(ctx: ServerRequestContext[Any, Any],
+                           params: types.PaginatedRequestParams | None
+                           ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name=name) for name in PROMPTS])
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any],
+                         params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        notes.append("calls.jsonl", {"tool": "prompts/get",
+                                     "arguments": {"name": params.name}, "meta": {}})
+        return types.GetPromptResult(messages=[types.PromptMessage(
+            role="user", content=types.TextContent(text=PROMPTS.get(params.name, "")))])
+
+    return Server("notes-upstream", on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_read_resource=read_resource,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 async def _create(notes: Notes, arguments: dict[str, Any],
@@ -164,8 +220,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", required=True)
     parser.add_argument("--http", type=int)
+    parser.add_argument("--text-only", action="store_true")
+    parser.add_argument("--output-schema", action="store_true")
     options = parser.parse_args()
-    server = build(Notes(Path(options.state)))
+    global TEXT_ONLY
+    TEXT_ONLY = options.text_only
+    if options.output_schema:
+        TOOLS[0] = TOOLS[0].model_copy(update={"output_schema": NOTE_SCHEMA})
+    state = Path(options.state)
+    if (state / "refuse-start").exists():  # a test's upstream that keeps crashing
+        raise SystemExit(1)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "pid").write_text(str(os.getpid()))  # for a test that kills it
+    # what the environment gave it (the NOTES_* variables), for the environment tests
+    (state / "env.json").write_text(json.dumps(
+        {name: value for name, value in os.environ.items() if name.startswith("NOTES_")}))
+    server = build(Notes(state))
     if options.http is None:
         asyncio.run(_serve_stdio(server))
         return

@@ -94,6 +94,7 @@ async def test_without_elicitation_a_reference_is_resolved_with_callgate_review(
         held = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
         reference = meta_of(held)["callgate/confirmation_reference"]
         assert held.is_error and f"Send {text} to bo@example.com" in text_of(held)
+        assert "callgate review" not in text_of(held)  # no operator's command for the model
         again = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
         assert meta_of(again)["callgate/confirmation_reference"] == reference  # one item
         assert gateway.upstream.messages(text) == []
@@ -124,7 +125,8 @@ async def test_a_reference_declined_with_callgate_review_writes_nothing(
                                   "--store", gateway.store])
         refused = await gateway.session.call_tool("sendMessage", message(text), meta=meta)
         upstream = gateway.upstream
-    assert refused.is_error and "alice declined it (not to Bo)" in text_of(refused)
+    assert refused.is_error and "a person declined it" in text_of(refused)
+    assert "not to Bo" not in text_of(refused)  # what an operator types never reaches it
     assert upstream.messages(text) == []
 
 

@@ -123,7 +123,7 @@ async def test_a_resent_call_gets_the_receipt_and_a_new_request_writes_again(
     assert len(upstream.notes(title)) == 2
 
 
-async def test_without_a_request_id_the_session_is_the_request(
+async def test_without_a_request_id_each_tools_call_is_an_operation(
         tmp_path: Path, request: pytest.FixtureRequest) -> None:
     title = unique("session")
     async with connected("stdio", tmp_path, request) as gateway:
@@ -132,10 +132,10 @@ async def test_without_a_request_id_the_session_is_the_request(
     async with connected("stdio", tmp_path, request) as gateway:
         other_session = await gateway.session.call_tool("createNote", note(title))
         upstream = gateway.upstream
-    assert meta_of(again)["callgate/route"] == "return_receipt"
-    assert again.structured_content == first.structured_content
+    assert meta_of(again)["callgate/route"] == "return_result"
+    assert meta_of(again)["callgate/operation_id"] != meta_of(first)["callgate/operation_id"]
     assert meta_of(other_session)["callgate/route"] == "return_result"
-    assert len(upstream.notes(title)) == 2
+    assert len(upstream.notes(title)) == 3
 
 
 async def test_an_upstream_that_dies_mid_call_is_a_classified_route(

@@ -12,6 +12,7 @@ framework's run context (pydantic-ai's ``deps``, the Agents SDK's ``context``, L
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,21 @@ OnDecision = Callable[[Decision], None]
 
 
 @dataclass
+class Approval:
+    """A write the gate asked a person about, kept in the ``Turn`` so that it travels with a
+    paused run saved in one process and resumed in another: what the person reads, the
+    confirmation token the approval lands with, and who approved it (``None`` until a
+    person did, through the adapter)."""
+
+    tool: str
+    draft: str | None
+    token: str
+    operation_id: str | None = None
+    expires_at: datetime | None = None
+    approved_by: str | None = None
+
+
+@dataclass
 class Turn:
     """One user turn as the gate sees it: the actor and session the application
     authenticated, and the request ID that makes a call proposed twice in this turn one
@@ -39,10 +55,56 @@ class Turn:
     session: Mapping[str, Any] | None = None
     confirmed_by: str | None = None  # who approves this turn's held writes (default: actor id)
     run: Run = field(default_factory=lambda: Run(started_at=datetime.now(UTC)))
+    approvals: dict[str, Approval] = field(default_factory=dict)  # by the call's ID
+    # the calls an adapter answered in this turn, with their output (Responses items): the
+    # conversation provenance reads, since a framework shows a tool none of the run's items
+    answered: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def approver(self) -> str:
         return self.confirmed_by or str(self.actor.get("id", "the user"))
+
+
+def turn_to_json(turn: Turn) -> dict[str, Any]:
+    """``turn`` as JSON-ready data — actor, session, request ID, budgets, pending approvals
+    and their tokens — for a paused run saved to resume in another process
+    (``turn_from_json`` reads it back). Keep it where the application keeps its run state,
+    on the server: it carries confirmation tokens."""
+    run = turn.run
+    return {
+        "actor": dict(turn.actor), "request_id": turn.request_id,
+        "session": dict(turn.session) if turn.session is not None else None,
+        "confirmed_by": turn.confirmed_by,
+        "run": {"started_at": run.started_at.isoformat(), "run_id": run.run_id,
+                "calls": dict(run.calls), "failures": run.failures,
+                "regenerations_in_a_row": run.regenerations_in_a_row},
+        "approvals": {call_id: {
+            "tool": held.tool, "draft": held.draft, "token": held.token,
+            "operation_id": held.operation_id, "approved_by": held.approved_by,
+            "expires_at": held.expires_at.isoformat() if held.expires_at else None}
+            for call_id, held in turn.approvals.items()},
+        "answered": list(turn.answered),
+    }
+
+
+def turn_from_json(data: Mapping[str, Any]) -> Turn:
+    """The ``Turn`` ``turn_to_json`` saved."""
+    run = data["run"]
+    return Turn(
+        actor=dict(data["actor"]), request_id=str(data["request_id"]),
+        session=dict(data["session"]) if data.get("session") is not None else None,
+        confirmed_by=data.get("confirmed_by"),
+        run=Run(started_at=datetime.fromisoformat(run["started_at"]), run_id=run["run_id"],
+                calls=Counter(run.get("calls", {})), failures=run.get("failures", 0),
+                regenerations_in_a_row=run.get("regenerations_in_a_row", 0)),
+        approvals={call_id: Approval(
+            tool=held["tool"], draft=held.get("draft"), token=held["token"],
+            operation_id=held.get("operation_id"), approved_by=held.get("approved_by"),
+            expires_at=datetime.fromisoformat(held["expires_at"])
+            if held.get("expires_at") else None)
+            for call_id, held in data.get("approvals", {}).items()},
+        answered=list(data.get("answered", [])),
+    )
 
 
 def offered_tools(config: GateConfig, tools: Iterable[str] | None) -> list[str]:

@@ -14,10 +14,16 @@ checks them never drift apart — and every call goes through the gate:
   them, ``draft(item)`` is what the person reads, and after ``approve(state, item, by=...)``
   the resumed run confirms the write through the gate (held, then confirmed with the
   preview's token; a call no person approved is only ever held);
+- **across processes**: the pending approval — its draft, its token, who approved it — is
+  kept in the run's ``Turn``, so a paused run saved with ``save(state)`` (the SDK's
+  ``state.to_json`` with this adapter's ``context_serializer``) and restored with
+  ``restore(agent, data)`` in another process (another web worker, after a restart) lists
+  the same ``requests``, shows the same ``draft`` and confirms the write exactly once. The
+  processes share the receipt store and the gate's secret (``CALLGATE_SECRET``);
 - **actor, session, request ID**: from the run's ``context`` (a ``Turn``), never the model;
   the conversation for provenance is the run's input (``context_wrapper.turn_input``) and
   every call this adapter answered since, with its output (the SDK shows a tool nothing of
-  the run's own items, so the adapter keeps them, per request ID).
+  the run's own items, so the adapter keeps them in the ``Turn``).
 """
 
 from __future__ import annotations
@@ -27,22 +33,31 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agents import FunctionTool, RunConfig, RunContextWrapper, RunState, ToolApprovalItem
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    RunContextWrapper,
+    RunState,
+    ToolApprovalItem,
+)
 from agents.run_config import ToolErrorFormatterArgs
 
 from callgate_rules.integrations.formats import openai_strict_schema, tool_result_text
 from callgate_rules.integrations.frameworks import (
+    Approval,
     OnDecision,
     Turn,
     offered_tools,
     proposal,
+    turn_from_json,
     turn_of,
+    turn_to_json,
 )
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.decision import Decision
-from callgate_rules.pipeline.preview import Preview
 
-_TURNS_KEPT = 256  # the answered calls of this many recent turns are kept
+_DRAFTS_KEPT = 1024  # the drafts of this many recent approvals are kept for ``draft(item)``
 
 
 class CallgateTools:
@@ -59,9 +74,7 @@ class CallgateTools:
         self.turn = turn
         self.on_decision = on_decision
         self.names = offered_tools(gate.gate.config, tools)
-        self._previews: dict[str, Preview] = {}  # call ID → what the approver was shown
-        self._approvers: dict[str, str] = {}  # call ID → who approved it
-        self._answered: dict[str, list[dict[str, Any]]] = {}  # request ID → calls answered
+        self._drafts: dict[str, str | None] = {}  # call ID → what the approver reads
 
     @property
     def tools(self) -> list[FunctionTool]:
@@ -83,33 +96,67 @@ class CallgateTools:
     # -- approvals, for the host ------------------------------------------------------------
 
     def requests(self, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
-        """The approvals the gate asked for in a paused run, each with its ``draft``. An
-        approval the SDK asks for on its own — it does for a call whose argument text it
-        cannot parse — is let through here: the gate answers that call with its own message
-        and holds whatever would still need a person."""
+        """The approvals the gate asked for in a paused run — made in this process or
+        ``restore``d from another — each with its ``draft``. An approval the SDK asks for on
+        its own — it does for a call whose argument text it cannot parse — is let through
+        here: the gate answers that call with its own message and holds whatever would still
+        need a person."""
+        turn = self._turn_of_state(state)
         asked = []
         for item in state.get_interruptions():
-            if _call_id(item) in self._previews:
+            held = turn.approvals.get(_call_id(item))
+            if held is not None:
+                self._remember_draft(_call_id(item), held.draft)
                 asked.append(item)
             elif item.tool_name in self.names:
                 state.approve(item)
         return asked
 
     def draft(self, item: ToolApprovalItem) -> str | None:
-        """What the person approving ``item`` reads: the gate's draft, provenance warnings
-        included (``None`` for an approval the gate did not ask for)."""
-        found = self._previews.get(_call_id(item))
-        return found.draft if found is not None else None
+        """What the person approving ``item`` reads: the gate's draft as
+        ``integrations.drafts`` renders it, warnings and evidence included (``None`` for an
+        approval the gate did not ask for). A restored run's drafts are known here once
+        ``requests(state)`` listed them."""
+        return self._drafts.get(_call_id(item))
 
     def approve(self, state: RunState[Any, Any], item: ToolApprovalItem, *, by: str) -> None:
-        """Approve ``item`` in ``state`` as ``by``; the resumed run confirms the write."""
-        self._approvers[_call_id(item)] = by
+        """Approve ``item`` in ``state`` as ``by``; the resumed run confirms the write. Who
+        approved is kept in the state: a run saved after this resumes approved."""
+        held = self._turn_of_state(state).approvals.get(_call_id(item))
+        if held is not None:
+            held.approved_by = by
         state.approve(item)
 
     def reject(self, state: RunState[Any, Any], item: ToolApprovalItem) -> None:
-        """Reject ``item``: nothing is executed; the held write expires unconfirmed."""
-        self._previews.pop(_call_id(item), None)
+        """Reject ``item``: nothing is executed, nothing is held."""
+        self._turn_of_state(state).approvals.pop(_call_id(item), None)
+        self._drafts.pop(_call_id(item), None)
         state.reject(item)
+
+    # -- a paused run in another process -----------------------------------------------------
+
+    @staticmethod
+    def context_serializer(context: Any) -> dict[str, Any]:
+        """For ``state.to_json(context_serializer=...)``: the run's ``Turn`` as JSON data."""
+        return turn_to_json(turn_of(context))
+
+    @staticmethod
+    def context_deserializer(data: Mapping[str, Any]) -> Turn:
+        """For ``RunState.from_json(..., context_deserializer=...)``: the ``Turn`` back."""
+        return turn_from_json(data)
+
+    def save(self, state: RunState[Any, Any]) -> dict[str, Any]:
+        """``state.to_json()``, its ``Turn`` included (actor, request ID, pending approvals
+        and their tokens). Keep it on the server: it carries confirmation tokens."""
+        return state.to_json(context_serializer=self.context_serializer)
+
+    async def restore(self, agent: Agent[Any],
+                      data: Mapping[str, Any]) -> RunState[Any, Agent[Any]]:
+        """The run ``save`` saved, in this process; resume it with ``Runner.run(agent,
+        state, run_config=...)`` and no other context (its context is the restored
+        ``Turn``)."""
+        return await RunState.from_json(agent, dict(data),
+                                        context_deserializer=self.context_deserializer)
 
     # -- what the SDK calls ------------------------------------------------------------------
 
@@ -126,15 +173,19 @@ class CallgateTools:
     async def _needs_approval(self, name: str, context: RunContextWrapper[Any],
                               arguments: Mapping[str, Any], call_id: str) -> bool:
         turn = self.turn(context.context)
+        if call_id in turn.approvals:  # asked already: the SDK asks again on resume
+            return True
         preview = await self.gate.apreview(
             proposal(self.gate.gate.config, name, arguments, call_id), actor=turn.actor,
             request_id=turn.request_id, session=turn.session, run=turn.run,
             conversation=self._conversation(context, turn))
-        if not preview.needs_confirmation:
+        if not preview.needs_confirmation or preview.confirmation_token is None:
             return False  # the call itself answers: handled when the SDK invokes it
         if self.on_decision is not None:
             self.on_decision(preview.decision)
-        self._previews[call_id] = preview
+        turn.approvals[call_id] = Approval(name, preview.draft, preview.confirmation_token,
+                                           preview.operation_id, preview.expires_at)
+        self._remember_draft(call_id, preview.draft)
         return True
 
     async def _invoke(self, name: str, context: Any, arguments: str) -> str:
@@ -142,17 +193,15 @@ class CallgateTools:
         call_id = context.tool_call_id
         call = proposal(self.gate.gate.config, name, arguments, call_id)
         conversation = self._conversation(context, turn)
-        approved_by = self._approvers.pop(call_id, None)  # a person, through ``approve``
-        if approved_by is not None and context.is_tool_approved(name, call_id):
-            preview = self._previews.pop(call_id, None) or await self.gate.apreview(
-                call, actor=turn.actor, request_id=turn.request_id, session=turn.session,
-                run=turn.run, conversation=conversation)
-            if preview.confirmation_token is not None:
-                decision = await self.gate.aapprove(
-                    call, preview.confirmation_token, actor=turn.actor,
-                    request_id=turn.request_id, confirmed_by=approved_by, run=turn.run,
-                    session=turn.session, conversation=conversation)
-                return self._answer(decision, call, turn)
+        held = turn.approvals.pop(call_id, None)
+        self._drafts.pop(call_id, None)
+        if held is not None and held.approved_by is not None \
+                and context.is_tool_approved(name, call_id):  # a person, through ``approve``
+            decision = await self.gate.aapprove(
+                call, held.token, actor=turn.actor, request_id=turn.request_id,
+                confirmed_by=held.approved_by, run=turn.run, session=turn.session,
+                conversation=conversation)
+            return self._answer(decision, call, turn)
         decision = await self.gate.ahandle(call, actor=turn.actor, request_id=turn.request_id,
                                            run=turn.run, session=turn.session,
                                            conversation=conversation)
@@ -163,21 +212,33 @@ class CallgateTools:
             self.on_decision(decision)
         text = tool_result_text(decision, str(call["call_id"]))
         arguments = call["arguments"]
-        answered = self._answered.pop(turn.request_id, [])
-        self._answered[turn.request_id] = answered  # the newest turn last
-        answered += [{"type": "function_call", "call_id": call["call_id"], "name": call["name"],
-                      "arguments": arguments if isinstance(arguments, str)
-                      else json.dumps(arguments)},
-                     {"type": "function_call_output", "call_id": call["call_id"],
-                      "output": text}]
-        while len(self._answered) > _TURNS_KEPT:
-            self._answered.pop(next(iter(self._answered)))
+        turn.answered += [
+            {"type": "function_call", "call_id": call["call_id"], "name": call["name"],
+             "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+            {"type": "function_call_output", "call_id": call["call_id"], "output": text}]
         return text
 
     def _conversation(self, context: RunContextWrapper[Any], turn: Turn) -> list[Any] | None:
         """The run's input and what this adapter answered in the turn so far."""
-        items = [*(context.turn_input or ()), *self._answered.get(turn.request_id, ())]
+        items = [*(context.turn_input or ()), *turn.answered]
         return items or None
+
+    def _remember_draft(self, call_id: str, draft: str | None) -> None:
+        self._drafts[call_id] = draft
+        while len(self._drafts) > _DRAFTS_KEPT:
+            self._drafts.pop(next(iter(self._drafts)))
+
+    def _turn_of_state(self, state: RunState[Any, Any]) -> Turn:
+        """The ``Turn`` a paused run carries (the SDK keeps the run's context in the state,
+        and offers no public accessor for it)."""
+        wrapper = getattr(state, "_context", None)
+        try:
+            return self.turn(wrapper.context if wrapper is not None else None)
+        except TypeError as error:
+            raise TypeError(
+                f"{error}. A run restored from JSON keeps its Turn only when it was saved "
+                "with callgate's context serializer: save it with CallgateTools.save(state) "
+                "and restore it with CallgateTools.restore(agent, data)") from None
 
 
 def _call_id(item: ToolApprovalItem) -> str:

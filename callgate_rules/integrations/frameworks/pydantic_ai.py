@@ -12,7 +12,8 @@ every call through the gate:
   runs; ``before_model_request`` replaces that answer with the gate's message, in the
   history too, before the model reads it;
 - **confirmation**: a write that needs a person raises ``ApprovalRequired`` with the gate's
-  draft (``metadata["draft"]``, provenance warnings included), so the run ends with
+  draft (``metadata["draft"]``, provenance warnings and their evidence included, and
+  ``metadata["draft_rows"]``, the same draft as rows: ``integrations.drafts``), so the run ends with
   ``DeferredToolRequests``; resumed with ``DeferredToolResults(approvals={call_id: True},
   metadata={call_id: {"by": "dana"}})``, the call is confirmed through the gate (held, then
   confirmed with the preview's token). A denial executes nothing;
@@ -110,6 +111,8 @@ class CallgateToolset(AbstractToolset[Any]):
                 self._tokens[call_id] = preview.confirmation_token
                 raise ApprovalRequired(metadata={
                     "draft": preview.draft, "operation_id": preview.operation_id,
+                    "draft_rows": preview.draft_rows.as_dict() if preview.draft_rows
+                    else None,
                     "expires_at": preview.expires_at.isoformat() if preview.expires_at
                     else None})
         return self._answer(await self.gate.ahandle(call, run=turn.run, **keywords), call_id)
