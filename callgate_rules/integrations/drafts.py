@@ -113,40 +113,38 @@ def _listed(names: Counter[str]) -> str:
                      for name, count in names.items())
 
 
+# What each kind of marked character means to a reviewer: ``{name}`` the argument,
+# ``{listed}`` the characters found (by name and count), ``{count}``/``{s}`` how many line
+# breaks (line breaks alone are counted; a row warns once per kind).
+KIND_WARNINGS = {
+    LINE_BREAK: ("{name} holds {count} line break{s} ({listed}), shown as " + NEWLINE_MARK
+                 + " or a named mark: text after a line break can pass for further rows. It "
+                 "is all one value."),
+    CONTROL: ("{name} holds control characters ({listed}), shown as named marks: they are "
+              "invisible or move the text around."),
+    BIDI: ("{name} holds bidirectional controls ({listed}), shown as named marks: they make "
+           "text display in another order than the one sent."),
+    INVISIBLE: ("{name} holds invisible characters ({listed}), shown as named marks: the "
+                "value sent differs from what it looks like."),
+    SPACE: "{name} holds unusual spaces ({listed}), shown as named marks.",
+    DIGIT: ("{name} holds digits of another script than 0–9 ({listed}), shown as named "
+            "marks: they can look like other digits (৪ like 8)."),
+    COMBINING: ("{name} holds combining marks that can draw over other characters "
+                "({listed}): an overlay, a second mark on one letter or a mark with no "
+                "letter. Shown as named marks."),
+}
+
+
 def character_warnings(name: str, seen: Visible, length: int) -> list[DraftWarning]:
     """The warnings a value's characters earn (``seen``: the value made visible)."""
-    found: list[DraftWarning] = []
     marked = seen.marked
-    if LINE_BREAK in marked:
-        count = sum(marked[LINE_BREAK].values())
-        found.append(DraftWarning(LINE_BREAK, (
-            f"{name} holds {count} line break{'s' if count > 1 else ''} "
-            f"({_listed(marked[LINE_BREAK])}), shown as {NEWLINE_MARK} or a named mark: "
-            "text after a line break can pass for further rows. It is all one value.")))
-    if CONTROL in marked:
-        found.append(DraftWarning(CONTROL, (
-            f"{name} holds control characters ({_listed(marked[CONTROL])}), shown as named "
-            "marks: they are invisible or move the text around.")))
-    if BIDI in marked:
-        found.append(DraftWarning(BIDI, (
-            f"{name} holds bidirectional controls ({_listed(marked[BIDI])}), shown as named "
-            "marks: they make text display in another order than the one sent.")))
-    if INVISIBLE in marked:
-        found.append(DraftWarning(INVISIBLE, (
-            f"{name} holds invisible characters ({_listed(marked[INVISIBLE])}), shown as "
-            "named marks: the value sent differs from what it looks like.")))
-    if SPACE in marked:
-        found.append(DraftWarning(SPACE, (
-            f"{name} holds unusual spaces ({_listed(marked[SPACE])}), shown as named marks.")))
-    if DIGIT in marked:
-        found.append(DraftWarning(DIGIT, (
-            f"{name} holds digits of another script than 0–9 ({_listed(marked[DIGIT])}), "
-            "shown as named marks: they can look like other digits (৪ like 8).")))
-    if COMBINING in marked:
-        found.append(DraftWarning(COMBINING, (
-            f"{name} holds combining marks that can draw over other characters "
-            f"({_listed(marked[COMBINING])}): an overlay, a second mark on one letter or a "
-            "mark with no letter. Shown as named marks.")))
+    found = []
+    for kind, sentence in KIND_WARNINGS.items():
+        if kind in marked:
+            count = sum(marked[kind].values())
+            found.append(DraftWarning(kind, sentence.format(
+                name=name, listed=_listed(marked[kind]), count=count,
+                s="s" if count > 1 else "")))
     if MIXED_SCRIPT in marked:
         found.append(DraftWarning(MIXED_SCRIPT, (
             f"{name} mixes scripts within a word ({_script_list(seen.scripts)}): "
