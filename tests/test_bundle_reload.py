@@ -39,6 +39,7 @@ from callgate_rules.documents.bundle import (  # noqa: E402
 )
 from callgate_rules.server import ServiceSettings, create_app  # noqa: E402
 from callgate_rules.signing import load_private_key  # noqa: E402
+from tests.test_bundle import free_port, wait_for  # noqa: E402  (the same server helpers)
 
 REPO = Path(__file__).resolve().parents[1]
 OPENSSL = shutil.which("openssl")
@@ -223,27 +224,6 @@ def test_under_load_no_request_fails_and_no_decision_mixes_two_bundles(
 
 
 # Two real instances behind one bundle URL ---------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text()
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{url} did not answer within 60s: {log.read_text()}")
 
 
 POLL = 0.5
