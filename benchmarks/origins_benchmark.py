@@ -33,12 +33,12 @@ import yaml
 
 from callgate_rules.cel.expression import compile_expression
 from callgate_rules.documents.model import ResultLabel
-from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
-from callgate_rules.integrations.provenance.labels import ContractLabels
-from callgate_rules.integrations.provenance.matching import TEXTS, fold
-from callgate_rules.integrations.provenance.origins import reads_index, trace_origins
-from callgate_rules.integrations.provenance.results import Labeller, _parsed, no_labels
-from callgate_rules.integrations.provenance.text_values import _remembered_parts
+from callgate_rules.provenance import Thresholds, is_evidence, read_conversation
+from callgate_rules.provenance.labels import ContractLabels
+from callgate_rules.provenance.matching import TEXTS, fold
+from callgate_rules.provenance.origins import reads_index, trace_origins
+from callgate_rules.provenance.results import Labeller, _parsed, no_labels
+from callgate_rules.provenance.text_values import _remembered_parts
 
 T = Thresholds()
 INSIDE = "@bluesparrowtech.com"

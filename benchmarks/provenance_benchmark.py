@@ -36,13 +36,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from callgate_rules.integrations.provenance import (
+from callgate_rules.provenance import (
     Thresholds,
     read_conversation,
     sources_of,
     trace_sources,
 )
-from callgate_rules.integrations.provenance.matching import fold, index_of, squash
+from callgate_rules.provenance.matching import fold, index_of, squash
 
 T = Thresholds()
 

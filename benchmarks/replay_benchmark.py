@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from callgate_rules.decision_log import DecisionLog, ReplayInputs
 from callgate_rules.documents.compiler import load
 from callgate_rules.harness.policytest import load_tests
 from callgate_rules.harness.replay import RecordedResolvers, read_log, replay
 from callgate_rules.harness.scenarios import load_scenarios, run_scenarios
-from callgate_rules.integrations.decision_log import DecisionLog, ReplayInputs
-from callgate_rules.integrations.provenance import RecordedConversation
 from callgate_rules.pipeline.gate import Gate
+from callgate_rules.provenance import RecordedConversation
 
 REPO = Path(__file__).resolve().parents[1]
 

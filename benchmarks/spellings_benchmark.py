@@ -1,5 +1,5 @@
 """What reading an attacker's spellings costs one argument's ``origins``
-(integrations/provenance/spellings): defanged links, tokens spelled across separators.
+(provenance/spellings): defanged links, tokens spelled across separators.
 
 The conversation is origins_benchmark's inbox (100 kB, or 1 MB without ``--quick``) with one
 more read dense with tokens: 5,000 codes of letters and digits, half of them sharing one
@@ -20,7 +20,7 @@ from typing import Any
 
 from origins_benchmark import LABELLERS, inbox, measure, timed  # type: ignore[import-not-found]
 
-from callgate_rules.integrations.provenance.matching import fold
+from callgate_rules.provenance.matching import fold
 
 
 def with_tokens(messages: list[dict[str, Any]], seed: int = 15) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from callgate_rules.decision_log import DecisionLog
     from callgate_rules.documents.compiler import Finding, load
     from callgate_rules.errors import (
         AfterSending,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
         Unavailable,
     )
     from callgate_rules.harness.world import WorldResolvers
-    from callgate_rules.integrations.decision_log import DecisionLog
     from callgate_rules.integrations.formats import (
         ToolDefinitionError,
         anthropic_tool,
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
         tool_definitions,
         tool_result_text,
     )
-    from callgate_rules.integrations.provenance import ConversationError, ReadingLimits, Sealer
     from callgate_rules.pipeline.asynchronous import AsyncGate
     from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
     from callgate_rules.pipeline.execute import (
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from callgate_rules.pipeline.gate import Gate
     from callgate_rules.pipeline.preview import Preview, approve
     from callgate_rules.pipeline.route import Run
+    from callgate_rules.provenance import ConversationError, ReadingLimits, Sealer
     from callgate_rules.store import open_store
     from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -78,14 +78,14 @@ _EXPORTED_FROM = {
         "RateLimited", "Refused", "StateConflict", "StoreConfigError", "StoreError",
         "ToolError", "Unavailable"), "callgate_rules.errors"),
     "WorldResolvers": "callgate_rules.harness.world",
-    "DecisionLog": "callgate_rules.integrations.decision_log",
+    "DecisionLog": "callgate_rules.decision_log",
     **dict.fromkeys((
         "ToolDefinitionError", "anthropic_tool", "anthropic_tool_result", "mcp_tool",
         "openai_function_call_output", "openai_responses_tool", "openai_tool",
         "openai_tool_message", "tool_definitions", "tool_result_text"),
         "callgate_rules.integrations.formats"),
     **dict.fromkeys(("ConversationError", "ReadingLimits", "Sealer"),
-                    "callgate_rules.integrations.provenance"),
+                    "callgate_rules.provenance"),
     **dict.fromkeys(("Decision", "ShadowVerdict", "TraceEntry"),
                     "callgate_rules.pipeline.decision"),
     **dict.fromkeys(("DeadlineKeeping", "ExecutionRequest", "Executor", "Finder",

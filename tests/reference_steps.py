@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from callgate_rules import provenance
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import AccessPolicies, AccessRule
-from callgate_rules.integrations import provenance
 from callgate_rules.pipeline import authorize, lookups, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection

@@ -24,6 +24,7 @@ pytest.importorskip("cryptography", reason="the bundle extra is not installed: "
 
 from callgate_rules.cli import main  # noqa: E402
 from callgate_rules.cli.bundle import verified_bundle  # noqa: E402
+from callgate_rules.decision_log import DecisionLog  # noqa: E402
 from callgate_rules.documents.bundle import (  # noqa: E402
     MAX_YAML_BYTES,
     BundleError,
@@ -31,7 +32,6 @@ from callgate_rules.documents.bundle import (  # noqa: E402
     read_bundle,
 )
 from callgate_rules.errors import InputError  # noqa: E402
-from callgate_rules.integrations.decision_log import DecisionLog  # noqa: E402
 from callgate_rules.pipeline.gate import Gate  # noqa: E402
 from callgate_rules.signing import key_id, load_public_key  # noqa: E402
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from callgate_rules.integrations.decision_log import DecisionLog
+from callgate_rules.decision_log import DecisionLog
 
 DAY = timedelta(days=1)
 START = datetime(2026, 11, 29, tzinfo=UTC)

@@ -21,13 +21,13 @@ pytest.importorskip("cryptography", reason="the bundle extra is not installed: "
                                            "pip install 'callgate-rules[bundle]'")
 
 from callgate_rules.cli import main  # noqa: E402
-from callgate_rules.harness.replay import read_log  # noqa: E402
-from callgate_rules.integrations.decision_log import (  # noqa: E402
+from callgate_rules.decision_log import (  # noqa: E402
     GENESIS,
     DecisionLog,
     line_hash,
     verify_log,
 )
+from callgate_rules.harness.replay import read_log  # noqa: E402
 from callgate_rules.signing import load_private_key, load_public_key  # noqa: E402
 
 OPENSSL = shutil.which("openssl")

@@ -1,4 +1,4 @@
-"""The one renderer of drafts (``integrations.drafts``): every character a person could not
+"""The one renderer of drafts (``confirmation.drafts``): every character a person could not
 see or could misread is marked and named in a warning, the value shown always gives back
 the value sent, numbers are the canonical arguments' (``950``, not ``950.0``), and the
 evidence beside a provenance warning (the read, an excerpt around the value, the user's
@@ -17,11 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.documents.compiler import load
-from callgate_rules.documents.source import read_data_file
-from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.integrations import drafts
-from callgate_rules.integrations.drafts import (
+from callgate_rules.confirmation import drafts
+from callgate_rules.confirmation.drafts import (
     BIDI_CONTROLS,
     LINE_BREAKS,
     ZERO_WIDTH,
@@ -30,11 +27,14 @@ from callgate_rules.integrations.drafts import (
     row_of,
     visible,
 )
-from callgate_rules.integrations.visible_text import default_ignorable
+from callgate_rules.documents.compiler import load
+from callgate_rules.documents.source import read_data_file
+from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.record import MASK
 from callgate_rules.store import SqliteStore
 from callgate_rules.taxonomy import Route
+from callgate_rules.visible_text import default_ignorable
 
 REPO = Path(__file__).resolve().parents[1]
 DANA = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"],
@@ -260,7 +260,7 @@ def test_a_masked_argument_is_masked_by_its_path_whatever_it_holds(
 
 
 def test_masking_finds_a_secret_shown_made_visible_or_json_escaped() -> None:
-    from callgate_rules.pipeline.masking import Masking
+    from callgate_rules.masking import Masking
     contract = load([REPO / "contracts"]).contracts["sendEmail"]
     secret = "PIN 7731-topsecret\nline \"two\"\u200b"
     masking = Masking(contract, {"body": secret}, as_shown=True)  # as a page masks

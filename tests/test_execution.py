@@ -19,14 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate_rules import Gate, Route, Run, keeps_deadline
+from callgate_rules.canonical import arguments_hash, canonical_json, operation_id
+from callgate_rules.decision_log import DecisionLog
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Budgets, ErrorMapping
 from callgate_rules.errors import OutcomeTimeout, Unavailable
 from callgate_rules.harness.scenarios import FakeClock, load_scenarios, run_scenario
 from callgate_rules.harness.simulator import Simulator, faults_by_tool
 from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.integrations.decision_log import DecisionLog
-from callgate_rules.pipeline.canonical import arguments_hash, canonical_json, operation_id
 from callgate_rules.pipeline.execute import ExecutionRequest, classify
 from callgate_rules.pipeline.machine import backoff_delay
 from callgate_rules.store import MemoryStore, ReceiptState, SqliteStore

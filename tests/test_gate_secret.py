@@ -23,8 +23,8 @@ def test_a_str_secret_is_its_utf8_bytes_and_seals_as_they_do(gate: Any, secret: 
 
 
 def test_a_str_secret_confirms_what_a_bytes_secret_issued(gate: Any) -> None:
+    from callgate_rules import confirmation
     from callgate_rules.errors import ConfirmationError
-    from callgate_rules.integrations import confirmation
 
     actor = {"id": "U-7", "tenant": "acme"}
     now = datetime(2026, 11, 29, 12, tzinfo=UTC)

@@ -227,9 +227,9 @@ def test_a_link_from_a_mail_sent_from_outside_waits_one_from_inside_runs(gate: A
 
 
 def test_item_labels_in_origins_and_reads(config: Path) -> None:
-    from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
-    from callgate_rules.integrations.provenance.labels import configuration_labeller
-    from callgate_rules.integrations.provenance.origins import trace_origins
+    from callgate_rules.provenance import Thresholds, is_evidence, read_conversation
+    from callgate_rules.provenance.labels import configuration_labeller
+    from callgate_rules.provenance.origins import trace_origins
 
     config_ = Gate.from_paths(config / "contracts", config / "policies").config
     found, reads = trace_origins(
@@ -290,8 +290,8 @@ def test_replay_re_decides_a_rule_reading_origins_as_it_was(config: Path,
                                                             tmp_path: Path) -> None:
     """The log records each argument's origins and the run's reads for a tool whose rules
     read them, so ``callgate replay`` decides such a rule again as it was decided."""
+    from callgate_rules.decision_log import DecisionLog
     from callgate_rules.harness.replay import read_log, replay
-    from callgate_rules.integrations.decision_log import DecisionLog
 
     path = tmp_path / "decisions.jsonl"
     log = DecisionLog(path)

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 from callgate_rules.cel.expression import compile_expression
 from callgate_rules.documents.model import ResultLabel
-from callgate_rules.integrations.provenance import (
+from callgate_rules.provenance import (
     Thresholds,
     is_evidence,
     read_conversation,
     trace_sources,
 )
-from callgate_rules.integrations.provenance.labels import ContractLabels
-from callgate_rules.integrations.provenance.origins import trace_origins
+from callgate_rules.provenance.labels import ContractLabels
+from callgate_rules.provenance.origins import trace_origins
 
 THRESHOLDS = Thresholds()
 INSIDE = "@bluesparrowtech.com"

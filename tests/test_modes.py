@@ -48,7 +48,7 @@ def test_shadow_rule_does_not_change_the_route(mode: str, tmp_path: Path,
 def test_shadow_verdicts_are_counted(tmp_path: Path, dana: dict[str, Any], now: Any) -> None:
     from collections import Counter
 
-    from callgate_rules.integrations.decision_log import count
+    from callgate_rules.decision_log import count
 
     gate = gate_with(tmp_path, "audit")
     call = {"name": "createFollowUp", "arguments": {

@@ -1,4 +1,4 @@
-"""Origins and labels of argument values (integrations/provenance/origins): which read a
+"""Origins and labels of argument values (provenance/origins): which read a
 value came from, echoes, user turns, labels of reads, values inside text."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
-from callgate_rules.integrations.provenance.origins import trace_origins
-from callgate_rules.integrations.provenance.results import Labelling
+from callgate_rules.provenance import Thresholds, is_evidence, read_conversation
+from callgate_rules.provenance.origins import trace_origins
+from callgate_rules.provenance.results import Labelling
 
 THRESHOLDS = Thresholds()
 

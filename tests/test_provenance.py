@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from callgate_rules import ErrorClass, Route
 from callgate_rules.cli import main
-from callgate_rules.integrations.provenance import (
+from callgate_rules.provenance import (
     INDISTINCT,
     UNKNOWN,
     Thresholds,

@@ -36,7 +36,8 @@ from callgate_rules.integrations.formats import (
     openai_tool_message,
     tool_result_text,
 )
-from callgate_rules.integrations.provenance import (
+from callgate_rules.pipeline.decision import Decision
+from callgate_rules.provenance import (
     UNKNOWN,
     ConversationError,
     ReadingLimits,
@@ -47,9 +48,8 @@ from callgate_rules.integrations.provenance import (
     sources_of,
     trace_sources,
 )
-from callgate_rules.integrations.provenance.matching import fold, squash
-from callgate_rules.integrations.provenance.numbers import numbers_in
-from callgate_rules.pipeline.decision import Decision
+from callgate_rules.provenance.matching import fold, squash
+from callgate_rules.provenance.numbers import numbers_in
 
 REPO = Path(__file__).resolve().parents[1]
 T = Thresholds()

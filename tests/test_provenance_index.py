@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.integrations.provenance import (
+from callgate_rules.provenance import (
     SYSTEM,
     TOOL,
     USER,
@@ -23,7 +23,7 @@ from callgate_rules.integrations.provenance import (
     read_conversation,
     trace_sources,
 )
-from callgate_rules.integrations.provenance.matching import squash
+from callgate_rules.provenance.matching import squash
 from tests.test_provenance_hardening import Reference
 
 LENIENT = Thresholds(min_string_length=1, common_values=frozenset())

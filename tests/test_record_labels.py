@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from callgate_rules import Gate, Route
 from callgate_rules.cli import main
 from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.integrations.provenance import Thresholds, is_evidence, read_conversation
-from callgate_rules.integrations.provenance.origins import LabelledRecord, trace_origins
+from callgate_rules.provenance import Thresholds, is_evidence, read_conversation
+from callgate_rules.provenance.origins import LabelledRecord, trace_origins
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ACTOR = {"id": "u1", "role": "member"}

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from callgate_rules.cli import main
+from callgate_rules.decision_log import DecisionLog, ReplayInputs
 from callgate_rules.documents.compiler import load
 from callgate_rules.harness.policytest import load_tests
 from callgate_rules.harness.replay import read_log, replay
 from callgate_rules.harness.scenarios import load_scenarios, run_scenarios
-from callgate_rules.integrations.decision_log import DecisionLog, ReplayInputs
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate_rules import Gate, Route
-from callgate_rules.integrations.provenance.results import parsed_result
+from callgate_rules.provenance.results import parsed_result
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ACTOR = {"id": "u1", "role": "member"}

@@ -9,8 +9,8 @@ from typing import Any
 
 from callgate_rules.cel.expression import compile_expression
 from callgate_rules.documents.model import ResultLabel
-from callgate_rules.integrations.provenance.labels import ContractLabels
-from callgate_rules.integrations.provenance.results import (
+from callgate_rules.provenance.labels import ContractLabels
+from callgate_rules.provenance.results import (
     MAX_DEPTH,
     MAX_YAML_CHARACTERS,
     item_texts,

@@ -1,4 +1,4 @@
-"""Values spelled so that they do not look like themselves (integrations/provenance/
+"""Values spelled so that they do not look like themselves (provenance/
 spellings): defanged and spelled-out links and addresses, distinctive tokens with separators
 inserted, a URL followed by an escape in a quoted string — in ``origins`` (as parts, and
 whole) and in ``provenance``."""
@@ -15,17 +15,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.integrations.provenance import (
+from callgate_rules.provenance import (
     Thresholds,
     is_evidence,
     read_conversation,
     trace_sources,
 )
-from callgate_rules.integrations.provenance.common_words import COMMON_WORDS
-from callgate_rules.integrations.provenance.origins import trace_origins
-from callgate_rules.integrations.provenance.results import Labelling
-from callgate_rules.integrations.provenance.spellings import is_token
-from callgate_rules.integrations.provenance.text_values import canonical_of_value, parts_of
+from callgate_rules.provenance.common_words import COMMON_WORDS
+from callgate_rules.provenance.origins import trace_origins
+from callgate_rules.provenance.results import Labelling
+from callgate_rules.provenance.spellings import is_token
+from callgate_rules.provenance.text_values import canonical_of_value, parts_of
 
 THRESHOLDS = Thresholds()
 

@@ -1,4 +1,4 @@
-"""Values inside text and their ordinary spellings (integrations/provenance/text_values)."""
+"""Values inside text and their ordinary spellings (provenance/text_values)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import date
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate_rules.integrations.provenance.text_values import canonical_of_value, parts_of
+from callgate_rules.provenance.text_values import canonical_of_value, parts_of
 
 
 def kinds(text: str) -> dict[str, set[str]]:
@@ -77,8 +77,8 @@ def test_a_grouped_amount_reads_as_the_plain_number(amount: int, point: str) -> 
 
 
 def test_a_common_word_in_any_language_is_no_evidence_of_where_a_value_came_from() -> None:
-    from callgate_rules.integrations.provenance import Thresholds, sources_of
-    from callgate_rules.integrations.provenance.reading import read_conversation
+    from callgate_rules.provenance import Thresholds, sources_of
+    from callgate_rules.provenance.reading import read_conversation
 
     conversation = read_conversation([{"role": "user", "content": "open the file, die Datei"}])
     for word in ("file", "Datei", "FICHIER", "archivo", "файл"):

@@ -24,17 +24,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from callgate_rules import Gate, Route, keeps_deadline
-from callgate_rules.documents.compiler import load
-from callgate_rules.errors import OutcomeTimeout, Unavailable
-from callgate_rules.harness.scenarios import FakeClock
-from callgate_rules.harness.simulator import Simulator, faults_by_tool
-from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.pipeline.canonical import (
+from callgate_rules.canonical import (
     arguments_hash,
     canonical_json,
     operation_id,
     operation_keys,
 )
+from callgate_rules.documents.compiler import load
+from callgate_rules.errors import OutcomeTimeout, Unavailable
+from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.harness.simulator import Simulator, faults_by_tool
+from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent, send
 from callgate_rules.pipeline.record import counted
 from callgate_rules.store import MemoryStore

@@ -132,7 +132,7 @@ def log_verify(files: tuple[Path, ...], public_key_file: Path | None, partial: b
       1 it breaks: the first line where it does is named
       2 bad input: a file or a key that cannot be read
     """
-    from callgate_rules.integrations.decision_log import verify_log
+    from callgate_rules.decision_log import verify_log
     from callgate_rules.signing import load_public_key
 
     key = load_public_key(public_key_file) if public_key_file is not None else None

@@ -17,10 +17,10 @@ import click
 
 from callgate_rules.cli.paths import default_scenarios, document_paths, sort_paths
 from callgate_rules.cli.progress import progress
+from callgate_rules.decision_log import open_decision_log
 from callgate_rules.documents.source import read_data_file, read_text
 from callgate_rules.errors import InputError
 from callgate_rules.harness.world import WorldResolvers, check_world
-from callgate_rules.integrations.decision_log import open_decision_log
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 

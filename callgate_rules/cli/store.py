@@ -13,10 +13,10 @@ from typing import Any
 import click
 
 from callgate_rules.cli.paths import DEFAULT_DOCUMENTS, document_paths, sort_paths
+from callgate_rules.confirmation.drafts import shown
 from callgate_rules.documents.compiler import build_routing, load
 from callgate_rules.documents.durations import parse_duration
 from callgate_rules.errors import InputError
-from callgate_rules.integrations.drafts import shown
 from callgate_rules.store import (
     SQLITE_PREFIX,
     SQLITE_SUFFIXES,
@@ -172,7 +172,7 @@ def review_take(by: str, store_url: str) -> None:
 
 def item_lines(item: ReviewItem) -> list[str]:
     """What ``take`` shows of an item: a confirmation's draft as the one renderer of
-    drafts writes it (``integrations.drafts``), then the rest of its payload as JSON in
+    drafts writes it (``confirmation.drafts``), then the rest of its payload as JSON in
     which every character outside ASCII is escaped, so nothing in it can pass unseen."""
     payload = dict(item.payload)
     lines = []

@@ -20,7 +20,7 @@ from jsonschema.protocols import Validator
 from callgate_rules.cel.expression import CompiledExpression
 from callgate_rules.cel.json_numbers import Typing, number_typing
 from callgate_rules.errors import Location
-from callgate_rules.integrations.provenance import Thresholds
+from callgate_rules.provenance import Thresholds
 from callgate_rules.taxonomy import ErrorClass, Route
 
 
@@ -156,7 +156,7 @@ class ResultLabel:
     """One label of a read's results (``spec.labels``): on the whole result when ``whole``
     holds (CEL over ``result`` and ``args``), or on each item ``each`` yields (a list, or a
     map's values) for which ``where`` holds (CEL over ``item``, ``result`` and ``args``).
-    See ``integrations.provenance.labels`` for what a label means where it fails."""
+    See ``provenance.labels`` for what a label means where it fails."""
 
     name: str
     whole: CompiledExpression | None = None

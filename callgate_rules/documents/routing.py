@@ -19,7 +19,7 @@ from callgate_rules.documents.model import (
     Routing,
     Template,
 )
-from callgate_rules.integrations.provenance import Thresholds
+from callgate_rules.provenance import Thresholds
 from callgate_rules.taxonomy import DEFAULT_ROUTE, ErrorClass, Route
 
 

@@ -3,7 +3,7 @@ otherwise held with a confirmation reference a person resolves out of band.
 
 - **Elicitation** (the client declared the ``elicitation`` capability): the draft, with
   its warnings and their evidence, is shown as a form with one ``approve`` checkbox. The
-  draft is ``Decision.draft``, the text ``integrations.drafts`` renders, the one renderer
+  draft is ``Decision.draft``, the text ``confirmation.drafts`` renders, the one renderer
   of drafts: this module formats no argument itself. Accepted and
   approved → ``Gate.confirm`` (rights checked again) → executed. Declined, cancelled,
   not approved or unanswered within the confirmation timeout → refused, nothing written.

@@ -62,6 +62,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from callgate_rules.canonical import operation_keys
 from callgate_rules.documents.compiler import load
 from callgate_rules.errors import CallgateError
 from callgate_rules.gateway import binding
@@ -85,7 +86,6 @@ from callgate_rules.gateway.upstream import (
     supervised,
 )
 from callgate_rules.integrations.identity import BearerAuth, Identity, TokenVerifier, identity_of
-from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.route import Run

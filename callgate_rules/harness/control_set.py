@@ -48,13 +48,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from callgate_rules.canonical import canonical_json
 from callgate_rules.documents.source import NodePath, SourceDocument, read_data_file, read_documents
 from callgate_rules.errors import InputError, Location
 from callgate_rules.harness.scenarios import DEFAULT_NOW
 from callgate_rules.harness.world import check_world
-from callgate_rules.integrations.provenance import read_conversation
-from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.validate import Record
+from callgate_rules.provenance import read_conversation
 from callgate_rules.taxonomy import ErrorClass, Route
 
 NONE = "none"  # how a control set writes "no tool call" and "no error class"

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from callgate_rules.canonical import canonical_json
 from callgate_rules.documents.model import GateConfig, InputLimits
 from callgate_rules.errors import InputError
 from callgate_rules.harness.control_set import (
@@ -57,7 +58,6 @@ from callgate_rules.harness.control_set import (
 )
 from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline import propose
-from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.outcome import Rejection

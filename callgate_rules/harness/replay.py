@@ -2,7 +2,7 @@
 
 A process owner changes a policy and wants to know what the change would have done to last
 week's traffic before shipping it. Each decision log line of a call that parsed carries the
-inputs the decision read (``integrations.decision_log.ReplayInputs``): the actor and session,
+inputs the decision read (``decision_log.ReplayInputs``): the actor and session,
 the decision time, the records each look-up found, the arguments' provenance (and, for a
 tool whose rules read them, their origins and the run's reads), and what steps 1–4
 decided. Replay hands the same call to a gate compiled from the new documents, with
@@ -35,14 +35,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from callgate_rules.decision_log import ReplayInputs
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.errors import InputError
 from callgate_rules.harness.world import CollectionResolver
-from callgate_rules.integrations.decision_log import ReplayInputs
-from callgate_rules.integrations.provenance import RecordedConversation
 from callgate_rules.pipeline.authorize import ToolRules
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.validate import Record, Resolver
+from callgate_rules.provenance import RecordedConversation
 from callgate_rules.taxonomy import ErrorClass
 
 

@@ -35,6 +35,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from callgate_rules.decision_log import DecisionLog
+
 # load_config_for is re-exported: the suite commands and their tests reach it through here.
 from callgate_rules.documents.compiler import load_config_for as load_config_for
 from callgate_rules.documents.model import GateConfig
@@ -53,7 +55,6 @@ from callgate_rules.harness.simulator import (
     simulated_tools,
 )
 from callgate_rules.harness.world import WorldResolvers, check_world
-from callgate_rules.integrations.decision_log import DecisionLog
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import Executor
 from callgate_rules.pipeline.gate import Gate

@@ -1,3 +1,4 @@
-"""What connects the gate to the world around it: model API formats, provenance,
-the decision log, confirmation tokens.
+"""Adapters to the world around the gate: the model APIs' tool-call formats, callers'
+identity, OpenTelemetry, and the agent frameworks (``frameworks/``, optional extras).
+Nothing in ``pipeline/`` or ``documents/`` imports this package.
 """

@@ -4,7 +4,7 @@ The agent message is the only text that goes back to the model; the destination'
 result travels inside it for successful calls and stays in ``Decision.result`` for the host.
 When the call did not reach the destination (a refusal, a question, a confirmation notice),
 the message is the gate's own words and carries the gate's seal
-(``integrations.provenance.seal``), so that, appended to the conversation, it never counts
+(``provenance.seal``), so that, appended to the conversation, it never counts
 as a tool result in the provenance of a later call.
 
 Tool definitions come from the contracts, so the tool list a model is offered and the gate
@@ -38,8 +38,8 @@ from typing import Any
 
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import CallgateError
-from callgate_rules.integrations.provenance.seal import Sealer, default_sealer
 from callgate_rules.pipeline.decision import Decision
+from callgate_rules.provenance.seal import Sealer, default_sealer
 
 
 class ToolDefinitionError(CallgateError):

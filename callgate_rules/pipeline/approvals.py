@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from callgate_rules.canonical import canonical_json
 from callgate_rules.documents.model import Contract
 from callgate_rules.errors import StoreError
-from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry
 from callgate_rules.pipeline.history import APPROVAL_ROUTE, kept_in_history
 from callgate_rules.pipeline.outcome import Rejection

@@ -23,12 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
+from callgate_rules import confirmation, decision_log
+from callgate_rules.decision_log import DecisionLog
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import ConfirmationError, StoreError
-from callgate_rules.integrations import confirmation, decision_log
-from callgate_rules.integrations.decision_log import DecisionLog
-from callgate_rules.integrations.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.approvals import record_approval
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry
@@ -52,6 +51,7 @@ from callgate_rules.pipeline.record import counted
 from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
 from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
+from callgate_rules.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.store import open_store
 from callgate_rules.store.base import Receipt, ReceiptState, ReceiptStore
 from callgate_rules.store.history import HistoryEntry, MemoryHistory, RunHistory

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from callgate_rules.integrations import confirmation
+from callgate_rules import confirmation
 from callgate_rules.pipeline.decision import Decision, trace_entries
 from callgate_rules.pipeline.machine import WriteMachine
 from callgate_rules.pipeline.record import draft

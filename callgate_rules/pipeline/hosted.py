@@ -41,6 +41,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import quote, unquote
 
+from callgate_rules import confirmation
+from callgate_rules.canonical import canonical_json
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.errors import (
     CallgateError,
@@ -49,9 +51,7 @@ from callgate_rules.errors import (
     OperationIdReused,
     StoreError,
 )
-from callgate_rules.integrations import confirmation
 from callgate_rules.pipeline.approvals import record_approval
-from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate

@@ -26,10 +26,10 @@ from enum import StrEnum
 from functools import partial
 from typing import Any
 
+from callgate_rules.canonical import operation_keys
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.answers import readable
-from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.execute import (
     ExecutionRequest,
     Executor,

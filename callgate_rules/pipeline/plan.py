@@ -36,6 +36,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
+from callgate_rules import provenance
 from callgate_rules.cel.compiler import FAILURES
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.expression import CompiledExpression
@@ -48,13 +49,12 @@ from callgate_rules.documents.model import (
     Mode,
     Rule,
 )
-from callgate_rules.integrations import provenance
-from callgate_rules.integrations.provenance.labels import configuration_labeller, record_labels
-from callgate_rules.integrations.provenance.origins import Labeller, trace_origins
 from callgate_rules.pipeline import approvals, authorize, lookups, plan_outline, validate
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Foreseen, Rejection
 from callgate_rules.pipeline.route import Foretold, Router
+from callgate_rules.provenance.labels import configuration_labeller, record_labels
+from callgate_rules.provenance.origins import Labeller, trace_origins
 from callgate_rules.taxonomy import ErrorClass
 
 Decide = Callable[[Any, Mapping[str, Any], dict[str, Any], datetime, Mapping[str, Any], Any,

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from callgate_rules import confirmation
+from callgate_rules.canonical import operation_keys
+from callgate_rules.confirmation.drafts import Draft
 from callgate_rules.documents.model import Routing
-from callgate_rules.integrations import confirmation
-from callgate_rules.integrations.drafts import Draft
-from callgate_rules.pipeline.canonical import operation_keys
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.record import draft
 from callgate_rules.taxonomy import ErrorClass
@@ -43,7 +43,7 @@ class Preview:
     draft: str | None = None  # what the person confirms, with provenance warnings
     confirmation_token: str | None = None  # confirms it through ``approve``
     expires_at: datetime | None = None  # the token's expiry
-    # the same draft as rows (integrations.drafts), for a host that draws its own dialog
+    # the same draft as rows (confirmation.drafts), for a host that draws its own dialog
     draft_rows: Draft | None = None
 
     @property

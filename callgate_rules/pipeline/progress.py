@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from callgate_rules.documents.model import Contract
-from callgate_rules.integrations.provenance import Conversation
 from callgate_rules.pipeline import parse
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Foreseen
 from callgate_rules.pipeline.rejection_messages import Foretold
+from callgate_rules.provenance import Conversation
 
 
 class ToolPlanView(Protocol):

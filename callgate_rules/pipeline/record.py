@@ -9,19 +9,19 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from callgate_rules.confirmation.drafts import Draft, draft_of
+from callgate_rules.decision_log import replay_record
 from callgate_rules.documents.model import Contract
-from callgate_rules.integrations.decision_log import replay_record
-from callgate_rules.integrations.drafts import Draft, draft_of
+from callgate_rules.masking import COMPACT_JSON, values_at
+from callgate_rules.masking import MASK as MASK
+from callgate_rules.masking import Masking as Masking
+from callgate_rules.masking import mask as mask
 from callgate_rules.pipeline.decision import Decision, Deferred, ShadowVerdict
-from callgate_rules.pipeline.masking import COMPACT_JSON, values_at
-from callgate_rules.pipeline.masking import MASK as MASK
-from callgate_rules.pipeline.masking import Masking as Masking
-from callgate_rules.pipeline.masking import mask as mask
 from callgate_rules.taxonomy import ErrorClass, Route
 
 if TYPE_CHECKING:  # a type only: parse reads validate, which reads MASK from here
-    from callgate_rules.integrations.provenance.conversation import Conversation
     from callgate_rules.pipeline import parse
+    from callgate_rules.provenance.conversation import Conversation
 
 
 # Where a decision's variables list the approvals that covered its questions, and the
@@ -157,7 +157,7 @@ def _actor_summary(actor: Mapping[str, Any]) -> dict[str, Any]:
 def draft(contract: Contract, variables: Mapping[str, Any],
           conversation: Conversation | None = None, rule: str | None = None,
           user_message: str | None = None) -> Draft:
-    """What the person confirms (``integrations.drafts``): the summary, a row per argument
+    """What the person confirms (``confirmation.drafts``): the summary, a row per argument
     from the canonical arguments, its warnings and their evidence, the rule that held it."""
     return draft_of(contract, variables, conversation, rule, user_message)
 

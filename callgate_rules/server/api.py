@@ -26,8 +26,8 @@ from typing import Any, cast
 
 from fastapi import APIRouter, Request
 
+from callgate_rules.canonical import canonical_json
 from callgate_rules.integrations.identity import identity_of
-from callgate_rules.pipeline.canonical import canonical_json
 from callgate_rules.pipeline.hosted import Failure, HostedWrites, UnknownOperation
 from callgate_rules.server.bundles import CurrentHosted
 from callgate_rules.server.models import (

@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from callgate_rules.decision_log import count
 from callgate_rules.errors import StoreError
-from callgate_rules.integrations.decision_log import count
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.store.base import ReceiptState, ReceiptStore, ReviewStatus
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from callgate_rules.integrations.drafts import of_receipt
+from callgate_rules.confirmation.drafts import of_receipt
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.hosted import Step
 from callgate_rules.store.base import Receipt, ReviewItem
@@ -224,7 +224,7 @@ class PendingOut(Answer):
     actor: dict[str, Any]
     draft: str | None
     draft_rows: dict[str, Any] = Field(description=(
-        "The draft as rows (integrations.drafts.Draft): each argument's shown value, its "
+        "The draft as rows (confirmation.drafts.Draft): each argument's shown value, its "
         "warnings and their evidence, the rule that held it, the user's requests"))
     created_at: datetime
     expires_at: datetime | None

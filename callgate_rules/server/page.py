@@ -27,8 +27,8 @@ from fastapi import APIRouter, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from callgate_rules.confirmation.drafts import Draft, of_receipt, shown_lines
 from callgate_rules.errors import CallgateError
-from callgate_rules.integrations.drafts import Draft, of_receipt, shown_lines
 from callgate_rules.integrations.identity import InvalidToken
 from callgate_rules.pipeline.hosted import HostedWrites
 from callgate_rules.server.bundles import CurrentHosted
@@ -54,7 +54,7 @@ ENVIRONMENT = Environment(loader=PackageLoader("callgate_rules.server", "templat
 
 
 def receipt_draft(receipt: Receipt) -> Draft:
-    """A held write's draft as its receipt keeps it (``integrations.drafts``): the page
+    """A held write's draft as its receipt keeps it (``confirmation.drafts``): the page
     renders its rows, warnings and evidence; it formats no argument itself."""
     return of_receipt(receipt.detail, receipt.tool, receipt.arguments)
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 import anyio.to_thread
 
+from callgate_rules.decision_log import CHECKPOINT_EVERY, open_decision_log
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.source import read_data_file
 from callgate_rules.errors import InputError, StoreError
 from callgate_rules.harness.world import WorldResolvers, check_world
-from callgate_rules.integrations.decision_log import CHECKPOINT_EVERY, open_decision_log
 from callgate_rules.integrations.identity import TokenVerifier
 from callgate_rules.integrations.telemetry import log_decision
 from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation

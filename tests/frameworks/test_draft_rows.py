@@ -1,4 +1,4 @@
-"""An adapter's draft is the one renderer's (``integrations.drafts``): LangGraph's interrupt
+"""An adapter's draft is the one renderer's (``confirmation.drafts``): LangGraph's interrupt
 carries the draft as text and as rows, and the text is those rows rendered, every hostile
 character of the arguments marked and named."""
 
@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
+from callgate_rules.confirmation.drafts import STORED_FORMAT, Draft, recovered  # noqa: E402
 from callgate_rules.harness.simulator import Simulator  # noqa: E402
-from callgate_rules.integrations.drafts import STORED_FORMAT, Draft, recovered  # noqa: E402
 from callgate_rules.integrations.frameworks.langgraph import (  # noqa: E402
     CallgateToolNode,
     route_tools,

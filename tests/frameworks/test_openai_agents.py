@@ -176,5 +176,5 @@ def test_what_a_tool_returned_earlier_in_the_run_is_in_the_conversation(
                and item.get("type") == "function_call_output"]
     assert [item["call_id"] for item in outputs] == ["fc_1"]
     assert "Boris Ivanov" in outputs[0]["output"]
-    from callgate_rules.integrations.provenance import read_conversation
+    from callgate_rules.provenance import read_conversation
     assert read_conversation(second) is not None  # a conversation the gate can read

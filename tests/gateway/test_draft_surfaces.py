@@ -1,5 +1,5 @@
 """The MCP gateway's elicitation and ``callgate review take`` show the draft the one renderer
-made (``integrations.drafts``), the same text the held receipt's stored draft renders: a
+made (``confirmation.drafts``), the same text the held receipt's stored draft renders: a
 hostile message's line break, bidi override, zero-width space and Cyrillic letter marked and
 named, none of them raw."""
 
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from callgate_rules.cli import main
-from callgate_rules.integrations.drafts import Draft
+from callgate_rules.confirmation.drafts import Draft
 from callgate_rules.store import ReceiptState, open_store
 
 from .conftest import connected, unique

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from callgate_rules.integrations.drafts import recovered
-from callgate_rules.pipeline.canonical import canonical_json
+from callgate_rules.canonical import canonical_json
+from callgate_rules.confirmation.drafts import recovered
 from callgate_rules.store import SqliteStore
 
 from .conftest import (

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
+from callgate_rules.confirmation.drafts import Draft
 from callgate_rules.documents.compiler import load
 from callgate_rules.errors import ConfirmationError, LeaseLost
 from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.world import WorldResolvers
-from callgate_rules.integrations.drafts import Draft
 from callgate_rules.pipeline.hosted import Action, Failure, HostedWrites, UnknownOperation
 from callgate_rules.store import MemoryStore, ReceiptState, SqliteStore
 from callgate_rules.taxonomy import ErrorClass, Route

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from callgate_rules.integrations.visible_text import shown
 from callgate_rules.store import SqliteStore
 from callgate_rules.store.base import NewReviewItem
+from callgate_rules.visible_text import shown
 
 from .conftest import DANA, SESSION, Server
 from .test_page import browser, page_server, sign_in  # noqa: F401 - fixtures

@@ -114,7 +114,7 @@ class CallgateTools:
 
     def draft(self, item: ToolApprovalItem) -> str | None:
         """What the person approving ``item`` reads: the gate's draft as
-        ``integrations.drafts`` renders it, warnings and evidence included (``None`` for an
+        ``confirmation.drafts`` renders it, warnings and evidence included (``None`` for an
         approval the gate did not ask for). A restored run's drafts are known here once
         ``requests(state)`` listed them."""
         return self._drafts.get(_call_id(item))

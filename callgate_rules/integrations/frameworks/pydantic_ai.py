@@ -13,7 +13,7 @@ every call through the gate:
   history too, before the model reads it;
 - **confirmation**: a write that needs a person raises ``ApprovalRequired`` with the gate's
   draft (``metadata["draft"]``, provenance warnings and their evidence included, and
-  ``metadata["draft_rows"]``, the same draft as rows: ``integrations.drafts``), so the run ends with
+  ``metadata["draft_rows"]``, the same draft as rows: ``confirmation.drafts``), so the run ends with
   ``DeferredToolRequests``; resumed with ``DeferredToolResults(approvals={call_id: True},
   metadata={call_id: {"by": "dana"}})``, the call is confirmed through the gate (held, then
   confirmed with the preview's token). A denial executes nothing;
