@@ -221,9 +221,11 @@ class Encoder:
     could not encode, keyed by tool and text so two configurations share the unknowns."""
 
     def __init__(self, symbols: Symbols, tool: str, opaque: dict[str, Opaque],
-                 scope: str = "") -> None:
+                 scope: str = "", names: Mapping[str, Term] | None = None) -> None:
         self.symbols, self.tool, self.opaque, self.scope = symbols, tool, opaque, scope
         self.used: list[Opaque] = []
+        # identifiers that stand for a whole value (an assertion's ``route``)
+        self.names = dict(names or {})
 
     def condition(self, tree: syntax.Node) -> tuple[z3.BoolRef, z3.BoolRef]:
         """(value, error) of a boolean expression: an expression that is not a bool
@@ -265,6 +267,8 @@ class Encoder:
         if isinstance(node, syntax.Ident):
             if node.name == "tool":
                 return Term("string", z3.StringVal(self.tool))
+            if node.name in self.names:
+                return self.names[node.name]
             raise NotEncoded(f"variable {node.name} as a whole", node.at)
         if isinstance(node, syntax.Select):
             return self._select(node)

@@ -76,10 +76,14 @@ class ToolDiff:
 @dataclass
 class Finding:
     tool: str
-    kind: str  # dead-rule, never-holds, shadowed-allow, never-matches, uncallable
+    kind: str  # dead-rule, never-holds, shadowed-allow, never-matches, uncallable,
+    # unread-field (``unread``)
     subject: str
     place: str
     message: str
+    call: Call | None = None  # a call that shows it, when one does
+    route: str | None = None  # the route the analysis says ``call`` takes
+    gate: tuple[str, str | None] | None = None  # what Gate.check decides on ``call``
 
 
 @dataclass
@@ -108,7 +112,7 @@ class Solver:
                 f"unknown ({reason})"), None
 
 
-def _free(opaque: Sequence[Opaque]) -> list[z3.ExprRef]:
+def free_unknowns(opaque: Sequence[Opaque]) -> list[z3.ExprRef]:
     consts: list[z3.ExprRef] = []
     for item in opaque:
         consts.extend(t for t in (item.value, item.error) if z3.is_const(t)
@@ -141,7 +145,7 @@ def diff(old: GateConfig, new: GateConfig, *, timeout_ms: int = DEFAULT_TIMEOUT_
                         report.unknown.append(f"{old_route} → {new_route}: {answer}")
                     continue
                 definite = True
-                free = _free(unknowns)
+                free = free_unknowns(unknowns)
                 if free:
                     firm, firm_model = solver.solve(z3.ForAll(free, question))
                     definite = firm == "sat" and firm_model is not None
@@ -149,13 +153,13 @@ def diff(old: GateConfig, new: GateConfig, *, timeout_ms: int = DEFAULT_TIMEOUT_
                 assert model is not None
                 nicer, nicer_model = solver.solve(
                     z3.ForAll(free, question) if definite and free else question,
-                    *_niceties(new, tool, [before, after]))
+                    *niceties(new, tool, [before, after]))
                 if nicer == "sat" and nicer_model is not None:
                     model = nicer_model
                 call = concrete_call(new, tool, [before, after], model)
                 conditions = [] if definite else [
-                    f"{o.text} is {_shown(model, o)} ({o.what})"
-                    for o in unknowns if _mentions(question, o)]
+                    f"{o.text} is {shown_value(model, o)} ({o.what})"
+                    for o in unknowns if mentions(question, o)]
                 report.differences.append(Difference(
                     tool, old_route, new_route, definite, call,
                     _deciding(before, after, model), conditions,
@@ -239,7 +243,7 @@ def decided(config: GateConfig, call: Call) -> tuple[str, str | None] | None:
     return str(decision.route), decision.rule
 
 
-def _niceties(config: GateConfig, tool: str, sides: Sequence[ToolModel]) -> list[Any]:
+def niceties(config: GateConfig, tool: str, sides: Sequence[ToolModel]) -> list[Any]:
     """What makes a call easier to read and to replay, asked for only when it can be had:
     a string with a ``pattern`` or ``format`` (which the analysis does not encode) takes
     the contract's example value, any other string is not empty, a double is whole."""
@@ -264,14 +268,14 @@ def _unique(notes: list[NotAnalysed]) -> list[NotAnalysed]:
     return list(dict.fromkeys(notes))
 
 
-def _mentions(question: z3.ExprRef, item: Opaque) -> bool:
+def mentions(question: z3.ExprRef, item: Opaque) -> bool:
     text = question.sexpr()
     return any(z3.is_const(t) and str(t.decl().name()) in text
                for t in (item.value, item.error)
                if t.decl().kind() == z3.Z3_OP_UNINTERPRETED)
 
 
-def _shown(model: z3.ModelRef, item: Opaque) -> str:
+def shown_value(model: z3.ModelRef, item: Opaque) -> str:
     if z3.is_true(model.eval(item.error, model_completion=True)):
         return "an error"
     return "true" if z3.is_true(model.eval(item.value, model_completion=True)) else "false"

@@ -21,6 +21,7 @@ import z3
 
 from callgate_rules.analysis.encode import Encoder, NotEncoded, Opaque, Symbols
 from callgate_rules.cel import syntax
+from callgate_rules.cel.expression import CompiledExpression
 from callgate_rules.documents.model import GateConfig, Lookup, Mode, OnError
 from callgate_rules.errors import Location
 from callgate_rules.taxonomy import ErrorClass
@@ -51,6 +52,9 @@ class Verdict:
     error: z3.BoolRef
     holds: z3.BoolRef  # the rule lets the call through (allow: matches)
     opaque: tuple[Opaque, ...] = ()
+    # the field paths its CEL reads, encoded or not (``record`` in ``visible`` is named
+    # by its look-up): what ``unread`` asks of a rule
+    reads: frozenset[tuple[str, ...]] = frozenset()
 
 
 @dataclass
@@ -104,11 +108,12 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
     unknowns: list[Opaque] = []  # look-ups not encoded: whether they succeed is unknown
     notes: list[NotAnalysed] = []
 
-    def verdict(name: str, kind: str, location: Location, tree: syntax.Node | None,
+    def verdict(name: str, kind: str, location: Location, compiled: CompiledExpression,
                 mode: Mode, on_error: OnError, confirms: bool = False,
                 record: Lookup | None = None) -> Verdict:
+        tree = compiled.tree
         # ``record`` in ``visible`` is the look-up's record
-        encoder = Encoder(symbols if record is None else _Aliased(symbols, record.name),
+        encoder = Encoder(symbols if record is None else RecordAlias(symbols, record.name),
                           tool, opaque, record.name if record else "")
         if tree is None:
             value, error = encoder.condition(syntax.Ident("__missing_tree__"))
@@ -124,8 +129,10 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
             holds = z3.And(value, z3.Not(error))
         else:
             holds = z3.Or(z3.And(value, z3.Not(error)), z3.And(error, z3.BoolVal(ignore)))
+        reads = frozenset((record.name, *path[1:]) if record and path[0] == "record"
+                          else path for path in compiled.references)
         made = Verdict(name, kind, location, str(mode), confirms, value, error, holds,
-                       tuple(encoder.used))
+                       tuple(encoder.used), reads)
         verdicts.append(made)
         return made
 
@@ -135,7 +142,7 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
             found.append(_lookup_found(symbols, tool, opaque, lookup, notes, unknowns))
             if lookup.visible is not None:
                 seen = verdict(f"{lookup.name}.visible", "lookup", lookup.location,
-                               lookup.visible.tree, Mode.ENFORCE, OnError.FAIL_CLOSED,
+                               lookup.visible, Mode.ENFORCE, OnError.FAIL_CLOSED,
                                record=lookup)
                 found.append(seen.holds)
         else:
@@ -146,7 +153,7 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
     denies: list[z3.BoolRef] = []
     allows: list[z3.BoolRef] = []
     for rule in config.policies.rules_for(tool):
-        made = verdict(rule.qualified_name, rule.effect, rule.location, rule.when.tree,
+        made = verdict(rule.qualified_name, rule.effect, rule.location, rule.when,
                        rule.mode, rule.on_error)
         if rule.mode == Mode.ENFORCE:
             (denies if rule.effect == "deny" else allows).append(made.holds)
@@ -155,7 +162,7 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
     for business in contract.rules:
         confirms = business.error_class == ErrorClass.CONFIRMATION_REQUIRED
         made = verdict(f"{tool}/{business.name}", "rule", business.location,
-                       business.expression.tree, business.mode, business.on_error, confirms)
+                       business.expression, business.mode, business.on_error, confirms)
         if business.mode == Mode.ENFORCE:
             (confirming if confirms else blocking).append(made.holds)
     confirmed = z3.And(*confirming, z3.BoolVal(not contract.confirmation.required))
@@ -165,7 +172,7 @@ def build(config: GateConfig, tool: str, opaque: dict[str, Opaque]) -> ToolModel
         verdicts, notes, tuple(encoded), unknowns)
 
 
-class _Aliased(Symbols):
+class RecordAlias(Symbols):
     """``symbols`` with ``record`` standing for one look-up's record (``visible``)."""
 
     def __init__(self, symbols: Symbols, name: str) -> None:

@@ -75,8 +75,9 @@ __all__ = [
 ]
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions")
-# Documents that live beside the policies but are not part of the gate.
-OTHER_KINDS = ("PolicyTest",)
+# Documents that live beside the policies but are not part of the gate: PolicyTests are
+# read by `callgate test`, PolicyAssertions by `callgate analyze check`.
+OTHER_KINDS = ("PolicyTest", "PolicyAssertion")
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class _Compiler(ContractCompiler):
             return
         kind = data.get("kind")
         if kind in OTHER_KINDS:
-            return  # read by `callgate test`, not compiled into the gate
+            return  # read by `callgate test` or `callgate analyze`, not part of the gate
         if kind not in KINDS:
             self.error(source, ("kind",), "schema",
                        f"kind {kind!r} is not one of {', '.join(KINDS)}")

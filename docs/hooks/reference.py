@@ -26,7 +26,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "callgate_rules" / "documents" / "schemas"
-KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions")
+KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions", "PolicyAssertion")
 GENERATED_NOTE = ("<!-- Generated at build time by docs/hooks/reference.py from {source}; "
                   "edit the source, not this page. -->\n\n")
 

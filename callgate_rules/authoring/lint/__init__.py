@@ -15,6 +15,7 @@ checks live by what they look at:
   fields no schema declares;
 - ``cascade``: what a document that did not compile may have defined, so the checks do not
   report its consequences in healthy files;
+- ``assertions``: PolicyAssertion documents ``callgate analyze`` could not read;
 
 ``report`` renders the findings (text, JSON, GitHub annotations, SARIF) and ``places``
 finds where in a source a compiled rule's field is written.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from callgate_rules.authoring.lint.assertions import check_assertion_documents
 from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.cost import check_cost
 from callgate_rules.authoring.lint.declarations import (
@@ -92,6 +94,7 @@ CHECKS: tuple[Callable[[Compilation], Iterable[Finding]], ...] = (
     check_message_fields,
     check_placeholder_fields,
     check_test_files,
+    check_assertion_documents,
     check_constant_rules,
     check_shadowed_rules,
     check_allows_always_denied,
