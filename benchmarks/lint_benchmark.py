@@ -59,6 +59,7 @@ ROUTES = """\
     unknown_outcome: reconcile
     duplicate: return_receipt
     permanent: refuse
+    answer_too_large: replan
     reconcile_failed: review
     budget_exhausted: review
 """

@@ -214,13 +214,16 @@ class DecisionLog:
             self._stream = target
             self._owned = False
 
-    def write(self, record: Mapping[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> str:
+        """Append ``record`` as one chained line; returns the line's hash (``line_hash``),
+        which the receipt of an executed write keeps (``Receipt.log_line``)."""
         with self._lock:
             if self._next_purge is not None:
                 now = self.clock()
                 if now >= self._next_purge:
                     self._purge_open_file(now)
             self._append(record)
+            written = self._head
             self._since_checkpoint += 1
             if self.signing_key is not None and \
                     self._since_checkpoint >= self.checkpoint_every:
@@ -228,6 +231,7 @@ class DecisionLog:
             if self.max_bytes is not None and self.path is not None and \
                     self._stream.tell() >= self.max_bytes:
                 self._rotate()
+            return written
 
     @property
     def head(self) -> tuple[int, str]:

@@ -36,6 +36,7 @@ class ErrorClass(StrEnum):
     UNKNOWN_OUTCOME = "unknown_outcome"  # timeout or broken connection *after sending*
     DUPLICATE = "duplicate"  # a receipt for this operation already exists
     PERMANENT = "permanent"  # the destination refused for good
+    ANSWER_TOO_LARGE = "answer_too_large"  # the destination answered more than is read
     RECONCILE_FAILED = "reconcile_failed"  # reconciliation found a mismatch or cannot decide
     BUDGET_EXHAUSTED = "budget_exhausted"  # a per-call, per-tool or per-run limit is reached
 
@@ -149,6 +150,19 @@ ERROR_CLASSES: Mapping[ErrorClass, ErrorClassRow] = MappingProxyType({
         "The destination refused {tool}: {detail}.",
         "The system refused this action.",
         is_failure=True),
+    # Asked again, a read brings the same bytes (not retry); its arguments were valid (not
+    # regenerate, which spends the corrected calls meant for wrong ones); a narrower call —
+    # a filter, a page, a shorter range — is another step (replan, terminal: it never
+    # loops); nobody has to act on a read (not review) and the user has nothing to choose
+    # (not clarify). A write is handed to a person whatever the route (``machine``): it ran,
+    # and what it did cannot be read from an answer nobody read. Not a failure of the run:
+    # the destination said too much, the model's call was not wrong.
+    ErrorClass.ANSWER_TOO_LARGE: ErrorClassRow(
+        Route.REPLAN,
+        "{tool} answered with more data than the gate reads from one answer; none of it "
+        "was read.",
+        "The result was too large to handle here.",
+        is_failure=False),
     ErrorClass.RECONCILE_FAILED: ErrorClassRow(
         Route.REVIEW,
         "It could not be confirmed whether {tool} took effect.",

@@ -52,6 +52,7 @@ ROUTES = """\
     unknown_outcome: reconcile
     duplicate: return_receipt
     permanent: refuse
+    answer_too_large: replan
     reconcile_failed: review
     budget_exhausted: review
 """
@@ -487,5 +488,5 @@ def test_lint_text_output_is_one_finding_a_line(project: Any) -> None:
         "spec.rules[0].error_class: 'clash' is not allowed; use one of: malformed, unknown_tool, "
         "unexpected_argument, invalid_argument, not_found, ambiguous, forbidden, conflict, "
         "confirmation_required, transient, unknown_outcome, duplicate, permanent, "
-        "reconcile_failed, budget_exhausted"]
+        "answer_too_large, reconcile_failed, budget_exhausted"]
     assert result.stderr.strip() == "1 error(s), 0 warning(s)"

@@ -47,7 +47,7 @@ spec:
     invalid_argument: regenerate, not_found: replan, ambiguous: clarify, forbidden: refuse,
     conflict: refuse, confirmation_required: await_confirmation, transient: retry,
     unknown_outcome: reconcile, duplicate: return_receipt, permanent: refuse,
-    reconcile_failed: review, budget_exhausted: review}
+    answer_too_large: replan, reconcile_failed: review, budget_exhausted: review}
 """
 
 CONTRACT = """\

@@ -76,7 +76,7 @@ def test_every_route_has_one_complete_row() -> None:
 def test_the_derived_views_are_the_tables() -> None:
     assert DEFAULT_ROUTE == {c: row.default_route for c, row in ERROR_CLASSES.items()}
     assert FAILURES == frozenset(ErrorClass) - {
-        ErrorClass.CONFIRMATION_REQUIRED, ErrorClass.DUPLICATE}
+        ErrorClass.CONFIRMATION_REQUIRED, ErrorClass.DUPLICATE, ErrorClass.ANSWER_TOO_LARGE}
     assert TERMINAL_ROUTES == {
         Route.RETURN_RESULT, Route.RETURN_RECEIPT, Route.REFUSE, Route.REVIEW, Route.CLARIFY,
         Route.REPLAN, Route.AWAIT_CONFIRMATION}

@@ -122,9 +122,16 @@ def log() -> None:
               help="Accept a log whose first lines are gone (rotated files not given, or "
                    "lines purged by retention); lines dropped before the first are then "
                    "not seen.")
-def log_verify(files: tuple[Path, ...], public_key_file: Path | None, partial: bool) -> None:
+@click.option("--store", "store_url", metavar="URL",
+              help="Also hold every executed write's line against its receipt in this "
+                   "receipt store (sqlite:///path or postgresql://...): the receipt must "
+                   "name the line's hash.")
+def log_verify(files: tuple[Path, ...], public_key_file: Path | None, partial: bool,
+               store_url: str | None) -> None:
     """Check the decision log FILES (a log and its rotated files, in any order): every
     line chains to the one before it, and every checkpoint is signed by --public-key.
+    With --store, every executed write's receipt must name its line (and receipts that
+    name a line not in FILES are noted).
 
     \b
     Exit codes:
@@ -145,6 +152,26 @@ def log_verify(files: tuple[Path, ...], public_key_file: Path | None, partial: b
         sys.exit(1)
     click.echo(f"{found.lines} line(s), {found.checkpoints} checkpoint(s) verified: the "
                "chain holds")
+    if store_url is not None:
+        _check_receipts(list(files), store_url)
+
+
+def _check_receipts(files: list[Path], store_url: str) -> None:
+    """``log verify --store``: the executed writes' lines against their receipts."""
+    from callgate_rules.cli.store import open_existing_store
+    from callgate_rules.receipt_links import check_receipts
+
+    store = open_existing_store(store_url)
+    try:
+        found = check_receipts(files, store)
+    finally:
+        store.close()
+    for note in found.notes:
+        click.echo(f"callgate: note: {note}", err=True)
+    if found.broken is not None:
+        click.echo(f"callgate: {found.broken}", err=True)
+        sys.exit(1)
+    click.echo(f"{found.linked} receipt(s) name their line in {store.url}")
 
 
 def _loopback(host: str) -> bool:

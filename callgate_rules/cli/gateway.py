@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import click
 from callgate_rules.cli import served
 from callgate_rules.cli.extras import require_gateway_extra
 from callgate_rules.cli.store import STORE_OPTION
+from callgate_rules.errors import InputError
 
 
 @click.command()
@@ -50,6 +50,19 @@ from callgate_rules.cli.store import STORE_OPTION
               help="The Ed25519 public key (PEM) the --bundle must be signed by.")
 @click.option("--allow-unsigned-bundle", is_flag=True,
               help="Accept an unsigned --bundle: over stdio or on a loopback --http only.")
+@click.option("--bundle-poll", default=30.0, show_default=True, type=click.FloatRange(min=0),
+              metavar="SECONDS",
+              help="Look for a new --bundle this often (a file's change, a URL's ETag) and "
+                   "swap to it once it verifies, compiles and fits the upstream; 0: never.")
+@click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
+              help="Append every decision's log line to this file (JSON lines, masked, "
+                   "chained), e.g. for `callgate replay` and `callgate log verify`.")
+@click.option("--decision-log-key", type=click.Path(exists=True, dir_okay=False,
+                                                    path_type=Path),
+              help="Sign a checkpoint of the decision log's chain with this Ed25519 "
+                   "private key (PEM) every --checkpoint-every lines and at shutdown.")
+@click.option("--checkpoint-every", default=1000, show_default=True,
+              type=click.IntRange(min=1), help="Lines between two signed checkpoints.")
 @STORE_OPTION
 @click.option("--actor", "actor_file", type=click.Path(path_type=Path),
               help="stdio: the actor the gate decides for (YAML or JSON).")
@@ -83,15 +96,18 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None,
             upstream_url: str | None,
             http_address: str | None, bundle_location: str | None,
             public_key_file: Path | None, allow_unsigned_bundle: bool,
-            store_url: str, actor_file: Path | None,
+            bundle_poll: float, decision_log: Path | None, decision_log_key: Path | None,
+            checkpoint_every: int, store_url: str, actor_file: Path | None,
             session_file: Path | None, auth_file: Path | None,
             confirmation_timeout: float, upstream_answer_limit: int,
             upstream_call_deadline: float, upstream_restarts: int,
             upstream_restart_window: float, upstream_restart_backoff: float) -> None:
     """Serve MCP to clients in front of one upstream MCP server, every call through the gate.
 
-    PATHS are the contracts and policies (default `contracts policies`). Only upstream tools
-    with a contract are offered. Over stdio (the default) a desktop client launches this in
+    PATHS are the contracts and policies (default `contracts policies`), or --bundle a
+    signed bundle, looked at for a new one every --bundle-poll seconds and swapped in once
+    it verifies, compiles and fits the upstream. Only upstream tools with a contract are
+    offered. Over stdio (the default) a desktop client launches this in
     place of the server; --http serves streamable HTTP with bearer tokens. Bad configuration
     stops it at start with one line per problem.
 
@@ -113,16 +129,22 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None,
     address = served.http_address(http_address) if http_address else None
     bundle = verified_bundle(bundle_location, public_key_file, allow_unsigned_bundle,
                              address[0] if address else None, paths)
-    # the verified documents, in a private folder removed when the gateway stops
-    unpacked = tempfile.TemporaryDirectory(prefix="callgate-bundle-") if bundle else None
+    if decision_log_key is not None and decision_log is None:
+        raise InputError("--decision-log-key signs the checkpoints of --decision-log FILE; "
+                         "pass that too")
     settings = Settings(
         upstream=UpstreamSpec(command=upstream_command, url=upstream_url,
                               env_names=upstream_env or None)
         if upstream_command is not None or upstream_url is not None or not upstreams
         else None,
         upstreams=tuple(_named_upstream(value, upstream_env) for value in upstreams),
-        paths=(str(bundle.extract(unpacked.name)),) if bundle and unpacked
-        else tuple(str(p) for p in paths) or served.documents_here(), store=store_url,
+        paths=() if bundle else tuple(str(p) for p in paths) or served.documents_here(),
+        bundle=bundle, bundle_location=bundle_location,
+        bundle_public_key=str(public_key_file) if public_key_file else None,
+        allow_unsigned_bundle=allow_unsigned_bundle, bundle_poll=bundle_poll,
+        decision_log=str(decision_log) if decision_log else None,
+        decision_log_key=str(decision_log_key) if decision_log_key else None,
+        checkpoint_every=checkpoint_every, store=store_url,
         identity=identity_from_files(actor_file, session_file) if actor_file else None,
         verifier=load_auth(auth_file) if auth_file else None,
         http=address,
@@ -143,9 +165,6 @@ def gateway(paths: tuple[Path, ...], upstream_command: str | None,
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         pass
-    finally:
-        if unpacked is not None:
-            unpacked.cleanup()
 
 
 def _named_upstream(value: str, env_names: tuple[str, ...]) -> tuple[str, Any]:

@@ -38,7 +38,7 @@ BY_OPTION = click.option("--by", "by", envvar="USER", default="reviewer", show_d
 
 @click.group()
 def receipts() -> None:
-    """The receipt store: purge old receipts, run migrations.
+    """The receipt store: show a receipt, purge old receipts, run migrations.
 
     \b
     Exit codes:
@@ -59,8 +59,8 @@ def receipts_purge(paths: tuple[Path, ...], contracts_dir: Path | None,
     The retention is --older-than, else the RoutingTable's among the documents in PATHS
     (default: contracts policies), else the built-in one when there are no documents.
     """
-    seconds = _retention_seconds(paths, contracts_dir, policies_dir) if older_than is None \
-        else _duration_seconds(older_than)
+    seconds = (_retention_seconds(paths, contracts_dir, policies_dir) if older_than is None
+        else _duration_seconds(older_than))
     store = open_store(store_url)
     try:
         removed = store.purge(older_than=_utc_now() - timedelta(seconds=seconds))
@@ -87,6 +87,24 @@ def _duration_seconds(text: str) -> float:
         return parse_duration(text)
     except ValueError as error:
         raise InputError(f"--older-than: {error}") from None
+
+
+@receipts.command("show")
+@click.argument("operation_id")
+@STORE_OPTION
+def receipts_show(operation_id: str, store_url: str) -> None:
+    """Print the receipt of OPERATION_ID as JSON: its state, arguments, result, attempts,
+    and `log_line`, the hash of the decision log line of the decision that executed it."""
+    store = open_existing_store(store_url)
+    try:
+        receipt = store.get(operation_id)
+    finally:
+        store.close()
+    if receipt is None:
+        raise InputError(f"no receipt {operation_id!r} in {store.url} (purged, or another "
+                         "store: pass --store with the URL your gate writes to)")
+    shown = {k: (str(v) if isinstance(v, datetime) else v) for k, v in asdict(receipt).items()}
+    click.echo(json.dumps(shown, indent=2, ensure_ascii=True, default=str))
 
 
 @receipts.command("migrate")

@@ -18,7 +18,8 @@ and resolvers over it; the offered tools; the start-up checks), ``results`` (dec
 MCP results; the ``_meta`` keys), ``confirm`` (elicitation and confirmation references),
 ``identity`` (bearer tokens and claim mapping), ``server`` (the MCP server), ``contracts``
 (``callgate init --from-mcp``), ``passthrough`` (resources and prompts under an allow-list),
-``combined`` (several upstreams, tools namespaced ``NAME__tool``).
+``combined`` (several upstreams, tools namespaced ``NAME__tool``), ``reload`` (the policy
+serving, and a new ``--bundle`` swapped in whole).
 """
 
 from __future__ import annotations

@@ -39,12 +39,11 @@ import mcp_types as types
 
 from callgate_rules.documents.model import Contract, GateConfig, Idempotency
 from callgate_rules.gateway.combined import Reachable
-from callgate_rules.gateway.upstream import AnswerTooLarge, UpstreamError, dump
+from callgate_rules.gateway.upstream import UpstreamError, dump
 from callgate_rules.integrations.formats import mcp_tool
 from callgate_rules.pipeline.answers import ToolAnswer, answer_data
 from callgate_rules.pipeline.execute import ExecutionRequest, Executor, Finder, keeps_deadline
 from callgate_rules.pipeline.validate import Resolver
-from callgate_rules.taxonomy import ErrorClass
 
 OPERATION_ID_META = "callgate/operation_id"
 LOOKUP_TIMEOUT_SECONDS = 10.0
@@ -64,7 +63,7 @@ class Bindings:
 def bind(config: GateConfig, upstream: Reachable) -> Bindings:
     contracts = config.contracts
     executors: dict[str, Executor] = {
-        name: _executor(upstream, contract.is_write) for name, contract in contracts.items()
+        name: _executor(upstream) for name, contract in contracts.items()
         if name in upstream.tools}
     collections = {lookup.collection for contract in contracts.values()
                    for lookup in contract.lookups}
@@ -77,19 +76,16 @@ def _remaining(deadline: datetime) -> float:
     return max((deadline - datetime.now(UTC)).total_seconds(), 0.0)
 
 
-def _executor(upstream: Reachable, write: bool) -> Executor:
+def _executor(upstream: Reachable) -> Executor:
     # The upstream call gives up at the deadline itself (``Upstream.call_blocking``), so the
     # gate calls it in the calling thread, with no second thread to wait on.
     @keeps_deadline
     def execute(request: ExecutionRequest) -> Any:
         meta = {OPERATION_ID_META: request.operation_id} if request.operation_id else None
-        try:
-            result = upstream.call_blocking(request.tool, request.arguments, meta,
-                                            _remaining(request.deadline))
-        except AnswerTooLarge as error:
-            if write:  # it ran and said something unread: reconcile by operation ID
-                error.error_class = ErrorClass.UNKNOWN_OUTCOME
-            raise
+        # an answer over the bound raises ``AnswerTooLarge`` (``answer_too_large``): the
+        # write machine hands a write to a person, a read is routed as the table says
+        result = upstream.call_blocking(request.tool, request.arguments, meta,
+                                        _remaining(request.deadline))
         if result.is_error:
             raise UpstreamError(request.tool, result)
         return ToolAnswer(dump(result))
@@ -97,6 +93,8 @@ def _executor(upstream: Reachable, write: bool) -> Executor:
 
 
 def _finder(upstream: Reachable, contracts: Mapping[str, Contract]) -> Finder:
+    # the upstream call gives up by the contract's timeout itself (``call_blocking``)
+    @keeps_deadline
     def find(tool: str, operation_id: str) -> Any:
         contract = contracts[tool]
         if contract.reconcile_tool is None:

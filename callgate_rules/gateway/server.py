@@ -53,7 +53,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -63,11 +63,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from callgate_rules.canonical import operation_keys
+from callgate_rules.decision_log import CHECKPOINT_EVERY, DecisionLog, open_decision_log
 from callgate_rules.documents.compiler import load
 from callgate_rules.errors import CallgateError
-from callgate_rules.gateway import binding
+from callgate_rules.gateway import binding, reload
 from callgate_rules.gateway.combined import Reachable, supervised_all
-from callgate_rules.gateway.confirm import Confirmer, unseal
+from callgate_rules.gateway.confirm import unseal
 from callgate_rules.gateway.passthrough import PassedThrough, PassThrough
 from callgate_rules.gateway.results import (
     CONVERSATION_META,
@@ -78,7 +79,6 @@ from callgate_rules.gateway.results import (
     result_of,
 )
 from callgate_rules.gateway.upstream import (
-    AnswerTooLarge,
     Upstream,
     UpstreamLimits,
     UpstreamSpec,
@@ -86,11 +86,15 @@ from callgate_rules.gateway.upstream import (
     supervised,
 )
 from callgate_rules.integrations.identity import BearerAuth, Identity, TokenVerifier, identity_of
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store import open_store
-from callgate_rules.taxonomy import FAILURES, Route
+from callgate_rules.taxonomy import Route
+
+if TYPE_CHECKING:
+    from callgate_rules.documents.bundle import Bundle
+    from callgate_rules.documents.model import GateConfig
 
 SERVER_NAME = "callgate-gateway"
 RUNS_KEPT = 4096
@@ -124,6 +128,16 @@ class Settings:
     # several upstreams, each (name, where): their tools offered as NAME__tool (``combined``)
     upstreams: tuple[tuple[str, UpstreamSpec], ...] = ()
     log: TextIO = field(default=sys.stderr, compare=False)
+    # a verified policy bundle (documents.bundle), in place of paths; each decision's log
+    # line records its digest, and its location is looked at for a new one (``reload``)
+    bundle: Bundle | None = None
+    bundle_location: str | None = None
+    bundle_public_key: str | None = None  # the PEM file a new bundle must be signed by
+    allow_unsigned_bundle: bool = False
+    bundle_poll: float = 0.0  # seconds between two looks for a new bundle; 0: never
+    decision_log: str | None = None  # every decision's log line, chained (decision_log)
+    decision_log_key: str | None = None  # an Ed25519 PEM key signing its checkpoints
+    checkpoint_every: int = CHECKPOINT_EVERY
 
     def check(self) -> None:
         """The upstreams and the identity each transport needs, before anything starts."""
@@ -145,12 +159,23 @@ class Settings:
 async def serve(settings: Settings) -> None:
     """Run the gateway until the client goes away (stdio) or it is stopped (HTTP)."""
     settings.check()
-    config = load(settings.paths)
+    config = settings.bundle.compile() if settings.bundle else load(settings.paths)
+    decision_log = open_decision_log(settings.decision_log,
+                                     signing_key=settings.decision_log_key,
+                                     checkpoint_every=settings.checkpoint_every)
     store = open_store(settings.store)
+    reloading = None
     try:
         # kept running: started again when it stops, UpstreamGone when it keeps stopping
         async with _upstreams(settings) as upstream:
-            gateway = Gateway.start(config, upstream, store, settings)
+            gateway = Gateway.start(config, upstream, store, settings, decision_log)
+            if settings.bundle is not None and settings.bundle_location is not None \
+                    and settings.bundle_poll > 0:
+                reloading = reload.watch(
+                    settings.bundle_location, settings.bundle_public_key,
+                    allow_unsigned=settings.allow_unsigned_bundle,
+                    interval=settings.bundle_poll, serving_bundle=settings.bundle,
+                    apply=partial(gateway.use_bundle, log=settings.log), log=settings.log)
             async with anyio.create_task_group() as group:
                 group.start_soon(gateway.stop_when_given_up, group.cancel_scope)
                 if settings.http is None:
@@ -167,7 +192,11 @@ async def serve(settings: Settings) -> None:
             raise error from None
         raise
     finally:
+        if reloading is not None:
+            reloading.stop()
         store.close()
+        if decision_log is not None:
+            decision_log.close()  # its last signed checkpoint
 
 
 def _upstreams(settings: Settings) -> AbstractAsyncContextManager[Reachable]:
@@ -175,15 +204,6 @@ def _upstreams(settings: Settings) -> AbstractAsyncContextManager[Reachable]:
     if settings.upstream is not None:
         return supervised(settings.upstream, settings.limits, log=settings.log)
     return supervised_all(settings.upstreams, settings.limits, log=settings.log)
-
-
-def _answer_too_large(decision: Decision) -> bool:
-    """Whether the call ended on an upstream answer larger than the gateway reads."""
-    if decision.error_class is None or decision.error_class not in FAILURES:
-        return False
-    detail = str(decision.log.get("detail", ""))
-    marker = f"{AnswerTooLarge.__name__}: "
-    return detail.startswith(marker) or f"failed: {marker}" in detail  # a write; a look-up
 
 
 class Runs:
@@ -208,18 +228,19 @@ class Runs:
 
 
 class Gateway:
-    """The MCP handlers over one gate and one upstream."""
+    """The MCP handlers over one gate and one upstream. The gate, the tools offered and the
+    confirmer are one ``reload.Serving``, replaced whole by a new bundle (``use_bundle``);
+    a call decides, executes and confirms on the one serving when it started."""
 
     def __init__(self, gate: Gate, upstream: Reachable, *, identity: Identity | None = None,
                  confirmation_timeout: float = DEFAULT_CONFIRMATION_TIMEOUT,
                  verifier: TokenVerifier | None = None,
                  passthrough: PassThrough | None = None, log: TextIO = sys.stderr) -> None:
-        self.gate = gate
+        self.serving = reload.serving(gate, upstream, confirmation_timeout)
+        self.confirmation_timeout = confirmation_timeout
         self.upstream = upstream
         self.identity = identity
         self.verifier = verifier
-        self.tools = binding.offered(gate.config, upstream)
-        self.confirmer = Confirmer(gate, confirmation_timeout)
         self.runs = Runs()
         self.stdio_session = uuid.uuid4().hex  # a stdio gateway has one connection
         self.http_server: Any = None  # the uvicorn server, once serving HTTP
@@ -228,16 +249,25 @@ class Gateway:
         self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools,
                                           on_call_tool=self.call_tool, **passed.handlers())
 
+    @property
+    def gate(self) -> Gate:
+        """The gate serving now (a call keeps the one it started with)."""
+        return self.serving.gate
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        return self.serving.tools
+
     @classmethod
-    def start(cls, config: Any, upstream: Reachable, store: Any,
-              settings: Settings) -> Gateway:
+    def start(cls, config: Any, upstream: Reachable, store: Any, settings: Settings,
+              decision_log: DecisionLog | None = None) -> Gateway:
         """Check the contracts against the upstream, bind the gate, say what is hidden."""
         bad = binding.problems(config, upstream)
         if bad:
             raise GatewayConfigError(bad)
-        bindings = binding.bind(config, upstream)
-        gate = Gate(config, executors=bindings.executors, finder=bindings.finder,
-                    resolvers=bindings.resolvers, store=store, secret=settings.secret)
+        gate = reload.bound_gate(config, upstream, store, secret=settings.secret,
+                                 decision_log=decision_log,
+                                 bundle=settings.bundle.digest if settings.bundle else None)
         gateway = cls(gate, upstream, identity=settings.identity, verifier=settings.verifier,
                       confirmation_timeout=settings.confirmation_timeout,
                       passthrough=settings.passthrough, log=settings.log)
@@ -256,6 +286,14 @@ class Gateway:
             print(f"callgate gateway: {note}", file=log)
         log.flush()
 
+    def use_bundle(self, bundle: Bundle, config: GateConfig, *, log: TextIO) -> None:
+        """Decide by ``config`` (compiled from ``bundle``) from the next call on, in one
+        assignment; ``reload.UnfitBundle`` when the upstream cannot serve it (the watcher
+        refuses it and the old policy serves on). Runs in the watcher's thread."""
+        self.serving = reload.successor(self.serving, bundle, config, self.upstream,
+                                        self.confirmation_timeout)
+        self.announce(log)
+
     # -- the handlers
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any],
@@ -265,16 +303,17 @@ class Gateway:
     async def call_tool(self, ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams
                         ) -> types.CallToolResult | types.InputRequiredResult:
+        serving = self.serving  # the call decides, executes and confirms by this one
         identity = self.caller(ctx)
         if identity is None:  # BearerAuth stops these first; this is the last guard
             return error_result("The caller is not authenticated.", {})
         meta: Mapping[str, Any] = params.meta or {}
         request_id = self.request_id(ctx, params, identity)
         run_key = self.session_run(request_id)
-        window = self.deduplication_window(params.name)
+        window = self.deduplication_window(params.name, serving.gate)
         if run_key is not None and window is not None:  # no client request ID: the window
             request_id = await anyio.to_thread.run_sync(partial(
-                self.windowed_request_id, params, identity, window))
+                self.windowed_request_id, params, identity, window, serving.gate))
         run_name = self.run_name(ctx, params)
         if run_name is not None and not run_name:
             return error_result(
@@ -284,9 +323,10 @@ class Gateway:
         decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META),
                                      None if run_name is None else
                                      f"mcp:{self.caller_digest(identity)}:run:{run_name}",
-                                     run_key=run_key)
+                                     run_key=run_key, gate=serving.gate)
         if decision.route == Route.AWAIT_CONFIRMATION and decision.confirmation_token:
-            settled = await self.confirmer.settle(ctx, params, decision, identity, request_id)
+            settled = await serving.confirmer.settle(ctx, params, decision, identity,
+                                                     request_id)
             if not isinstance(settled, Decision):
                 return settled
             decision = settled
@@ -294,20 +334,18 @@ class Gateway:
 
     async def decide(self, params: types.CallToolRequestParams, identity: Identity,
                      request_id: str, conversation: Any, run_id: str | None = None, *,
-                     run_key: str | None = None) -> Decision:
-        """One call through the gate; its run is the named run (``run_id``), else
-        ``run_key`` (the session's), else the request's own."""
-        now = self.gate.clock()
+                     run_key: str | None = None, gate: Gate | None = None) -> Decision:
+        """One call through ``gate`` (the one serving); its run is the named run
+        (``run_id``), else ``run_key`` (the session's), else the request's own."""
+        gate = gate or self.gate
+        now = gate.clock()
         run = self.runs.get(run_id or run_key or request_id, now,
-                            self.gate.config.routing.budgets.run_deadline_seconds,
+                            gate.config.routing.budgets.run_deadline_seconds,
                             named=run_id is not None)
         call = {"name": params.name, "arguments": params.arguments or {}}
         decision = await anyio.to_thread.run_sync(partial(
-            self.gate.handle, call, actor=identity.actor, request_id=request_id, run=run,
+            gate.handle, call, actor=identity.actor, request_id=request_id, run=run,
             now=now, session=identity.session, conversation=conversation))
-        if _answer_too_large(decision) and run.failures > 0:
-            # the upstream said too much, the call was not wrong: no failure of the run's
-            run.failures -= 1
         return decision
 
     def single_upstream(self) -> Upstream:
@@ -338,33 +376,34 @@ class Gateway:
             return f"mcp:{caller}:request:{supplied}"
         return f"mcp:{caller}:session:{self.session_of(ctx)}{CALL_MARK}{ctx.request_id!r}"
 
-    def deduplication_window(self, tool: str) -> float | None:
+    def deduplication_window(self, tool: str, gate: Gate | None = None) -> float | None:
         """The contract's ``deduplication_window`` in seconds, for a write that has one."""
-        contract = self.gate.config.contracts.get(tool)
+        contract = (gate or self.gate).config.contracts.get(tool)
         if contract is None or not contract.is_write:
             return None
         return contract.deduplication_window_seconds
 
     def windowed_request_id(self, params: types.CallToolRequestParams, identity: Identity,
-                            window: float) -> str:
+                            window: float, gate: Gate | None = None) -> str:
         """The request ID of a write under a deduplication window (a worker thread's: it
         reads the store). Time is cut into spans of the window's length; the call's request
         ID is its span's, unless the previous span holds the same write by the same actor
         from within the window, whose request ID it then takes (so it gets that receipt).
         An earlier write within the window lies in one of the two spans, so the window
         slides exactly."""
-        now = self.gate.clock()
+        gate = gate or self.gate
+        now = gate.clock()
         span = int(now.timestamp() // window)
         base = f"mcp:{self.caller_digest(identity)}:window:{params.name}:"
         earlier = f"{base}{span - 1}"
         call = {"name": params.name, "arguments": params.arguments or {}}
-        checked = self.gate.check(call, actor=identity.actor, session=identity.session,
-                                  now=now)  # its validated arguments make the operation ID
-        contract = self.gate.config.contracts.get(params.name)
+        checked = gate.check(call, actor=identity.actor, session=identity.session,
+                             now=now)  # its validated arguments make the operation ID
+        contract = gate.config.contracts.get(params.name)
         if checked.arguments is not None and contract is not None:
             operation_id, _ = operation_keys(earlier, contract.name, contract.document.name,
                                              checked.arguments)
-            receipt = self.gate.store.get(operation_id)
+            receipt = gate.store.get(operation_id)
             if receipt is not None and now - receipt.created_at <= timedelta(seconds=window):
                 return earlier
         return f"{base}{span}"

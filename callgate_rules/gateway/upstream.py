@@ -17,8 +17,8 @@ How a failure is told apart (the line that matters is *when* it happened):
                     no such method): the tool never ran                      → refuse
     UpstreamError   the tool ran and answered ``isError``                    → ``permanent``,
                     unless the contract's ``errors`` table maps it (``code``, ``text``)
-    AnswerTooLarge  the tool ran and its answer was larger than the bound    → ``permanent``,
-                    and it does not count against the run's failure budget
+    AnswerTooLarge  the tool ran and its answer was larger than the bound    → its own class,
+                    ``answer_too_large``: not a failure of the run; a write goes to a person
 
 **Bounds** (``UpstreamLimits``; the ``gateway`` command's options). Every upstream call
 has a total deadline (its contract's timeout, never more than ``call_deadline``): connect,
@@ -122,9 +122,11 @@ class UpstreamGone(CallgateError):
 
 class AnswerTooLarge(ToolError):
     """The upstream tool answered with more bytes than the gateway reads from one answer.
-    The tool ran (a write's outcome is its receipt's); its answer is not read."""
+    The tool ran; its answer is not read. Its class, ``answer_too_large``, is not a failure
+    of the run: the gate hands a write to a person (its outcome cannot be read from an
+    answer nobody read) and routes a read by the RoutingTable (``replan`` by default)."""
 
-    error_class = ErrorClass.PERMANENT
+    error_class = ErrorClass.ANSWER_TOO_LARGE
 
 
 class UpstreamError(ToolError):

@@ -20,7 +20,9 @@ What counts as reachable, by error class:
 - ``confirmation_required``: a contract requires a confirmation;
 - ``duplicate``: any write; ``reconcile_failed``: a write whose answer is checked
   (``verify``, ``reconcile.match``) or whose unknown outcome cannot be resent
-  (``idempotency: lookup`` or ``none``).
+  (``idempotency: lookup`` or ``none``);
+- ``answer_too_large``: never counted: only an executor that bounds the bytes of its
+  answer raises it (the MCP gateway's upstream calls), and a test's world does not.
 
 A business rule makes its own error class (and route, if it names one) reachable. A route
 is reachable when a reachable error class is routed to it by the RoutingTable, plus
@@ -96,6 +98,9 @@ def reachable(config: GateConfig) -> Reachable:
         or (reconciles and c.idempotency in (Idempotency.LOOKUP, Idempotency.NONE))),
         "no write's answer is checked (verify, reconcile.match) and every unknown outcome "
         "can be resent under the same operation ID (idempotency: key)")
+    left_out[f"error class {ErrorClass.ANSWER_TOO_LARGE}"] = (
+        "only an executor that bounds its answer's bytes raises it (the MCP gateway's "
+        "upstream calls); a test's world answers whole")
     routes = _routes(config, set(classes), bool(writes), reconciles)
     for route in Route:
         if str(route) not in routes:
@@ -148,8 +153,8 @@ def _constrains(schema: Any) -> bool:
 def _closes(schema: Any) -> bool:
     """An object somewhere in the arguments refuses undeclared members."""
     if isinstance(schema, Mapping):
-        if schema.get("additionalProperties") is False or \
-                schema.get("unevaluatedProperties") is False:
+        if (schema.get("additionalProperties") is False or
+                schema.get("unevaluatedProperties") is False):
             return True
         return any(_closes(child) for child in schema.values())
     if isinstance(schema, list):

@@ -21,6 +21,11 @@ What replay cannot decide again, it says, per line, instead of guessing:
 - lines without recorded inputs (a confirmation's own answer, a call refused before its
   arguments were read, a log written before callgate recorded them).
 
+Replayed against a bundle (``bundle``: its digest), every line that records another bundle
+(or none: its decision was made from documents in folders) is named as such, line by line
+(``OtherBundle``), and decided again all the same: what the given bundle would have decided
+is the question replay answers; the note says the line's own decision came from elsewhere.
+
 The output is deterministic: lines are read in order, groups and totals sorted, so the same
 log and configuration give byte-identical output.
 """
@@ -90,13 +95,31 @@ class NotRedecided:
 
 
 @dataclass(frozen=True)
+class OtherBundle:
+    """A logged line whose decision was made by another bundle than the one replayed
+    against (``bundle``: the digest it records; None: documents from folders)."""
+
+    line: int
+    request_id: str | None
+    tool: str | None
+    bundle: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": "other_bundle", "line": self.line, "request_id": self.request_id,
+                "tool": self.tool, "bundle": self.bundle}
+
+
+@dataclass(frozen=True)
 class Replay:
-    """What replaying a decision log found: every change and every line left undecided."""
+    """What replaying a decision log found: every change and every line left undecided;
+    against a bundle (``bundle``), every line another bundle made."""
 
     lines: int
     unchanged: int
     changes: tuple[Change, ...] = ()
     not_redecided: tuple[NotRedecided, ...] = ()
+    other_bundles: tuple[OtherBundle, ...] = ()
+    bundle: str | None = None
 
     def groups(self) -> list[tuple[tuple[str, str], list[Change]]]:
         """The changes by (route before, route after), in sorted order."""
@@ -106,9 +129,11 @@ class Replay:
         return sorted(grouped.items())
 
     def as_list(self) -> list[dict[str, Any]]:
-        """``--format json``: every change, then every line not re-decided, in line order."""
+        """``--format json``: every change, then every line not re-decided, then every line
+        another bundle made, each in line order."""
         return [*(c.as_dict() for c in self.changes),
-                *(n.as_dict() for n in self.not_redecided)]
+                *(n.as_dict() for n in self.not_redecided),
+                *(o.as_dict() for o in self.other_bundles)]
 
     def lines_of_text(self) -> list[str]:
         """The text report: the changes grouped by route before → after, with the rule
@@ -127,8 +152,24 @@ class Replay:
                 lines = [str(n.line) for n in self.not_redecided if n.reason == reason]
                 shown = ", ".join(lines[:10]) + (", ..." if len(lines) > 10 else "")
                 out.append(f"  {count} × {reason} (line {shown})")
+        out.extend(self._other_bundles_text())
         out.append(f"totals: {self.lines} line(s), {self.unchanged} unchanged, "
-                   f"{len(self.changes)} changed, {len(self.not_redecided)} not re-decided")
+                   f"{len(self.changes)} changed, {len(self.not_redecided)} not re-decided"
+                   + (f", {len(self.other_bundles)} made by another bundle"
+                      if self.other_bundles else ""))
+        return out
+
+    def _other_bundles_text(self) -> list[str]:
+        if not self.other_bundles:
+            return []
+        out = [f"made by another bundle than {self.bundle}: {len(self.other_bundles)} "
+               "line(s), decided again by this one"]
+        made_by = Counter(o.bundle or "" for o in self.other_bundles)
+        for bundle, count in sorted(made_by.items()):
+            lines = [str(o.line) for o in self.other_bundles if (o.bundle or "") == bundle]
+            shown = ", ".join(lines[:10]) + (", ..." if len(lines) > 10 else "")
+            source = bundle or "no bundle (documents from folders)"
+            out.append(f"  {count} × {source} (line {shown})")
         return out
 
 
@@ -158,15 +199,22 @@ def read_log(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any] | None]]
 
 
 def replay(records: Iterator[tuple[int, Mapping[str, Any] | None]], config: GateConfig,
-           *, advanced: Callable[[int], None] | None = None) -> Replay:
+           *, advanced: Callable[[int], None] | None = None,
+           bundle: str | None = None) -> Replay:
     """Decide every logged line again against ``config``; ``advanced(1)`` after each line
-    (a progress bar's ``update``)."""
+    (a progress bar's ``update``). ``bundle``: the digest of the bundle ``config`` was
+    compiled from; each line that records another is named (``OtherBundle``)."""
     gate = Gate(config, secret=b"callgate-replay")
     lines = unchanged = 0
     changes: list[Change] = []
     left: list[NotRedecided] = []
+    other: list[OtherBundle] = []
     for number, record in records:
         lines += 1
+        if bundle is not None and record is not None and record.get("bundle") != bundle:
+            made_by = record.get("bundle")
+            other.append(OtherBundle(number, record.get("request_id"), record.get("tool"),
+                                     made_by if isinstance(made_by, str) else None))
         outcome = redecide(gate, number, record)
         if isinstance(outcome, NotRedecided):
             left.append(outcome)
@@ -176,7 +224,7 @@ def replay(records: Iterator[tuple[int, Mapping[str, Any] | None]], config: Gate
             changes.append(outcome)
         if advanced is not None:
             advanced(1)
-    return Replay(lines, unchanged, tuple(changes), tuple(left))
+    return Replay(lines, unchanged, tuple(changes), tuple(left), tuple(other), bundle)
 
 
 def redecide(gate: Gate, line: int,

@@ -13,7 +13,13 @@ their number in flight is bounded (``abandoned_limit``, default 16, or
 started and fails fast as ``transient``. ``abandoned()`` tells how many are in flight and
 how many there have been (``Gate.abandoned_lookups`` reads it).
 
-A resolver that keeps the deadline itself — an in-memory table, an HTTP client with a
+A finder (the function a host passes in ``Gate(finder=...)`` to ask the destination
+whether an operation happened, step 6) is a look-up by operation ID and is held to the
+same contract: ``find`` calls it in the hand's thread and waits at most the contract's
+timeout; past it the reconciliation could not be made (``LookupLate``), the late answer
+is dropped, and the call counts among the abandoned look-ups.
+
+A resolver (or finder) that keeps the deadline itself — an in-memory table, an HTTP client with a
 total deadline — is marked with ``execute.keeps_deadline`` (or has a true
 ``callgate_keeps_deadline`` attribute, as ``harness.world.CollectionResolver`` does) and is
 called in the calling thread, without the hop (a thread hop costs about as much as a small
@@ -103,8 +109,8 @@ def set_abandoned_limit(limit: int) -> None:
 
 
 class _Job:
-    """One look-up in the hand's thread; tells the count when it ends after being
-    abandoned."""
+    """One look-up in the hand's thread (a resolver's, or a finder's); tells the count when
+    it ends after being abandoned."""
 
     __slots__ = ("work", "done", "abandoned")
 
@@ -115,7 +121,7 @@ class _Job:
 
     def __call__(self, _: object) -> Any:
         try:
-            return _materialised(self.work())
+            return self.work()
         finally:
             state = _ABANDONED
             with state.lock:
@@ -155,6 +161,22 @@ def ask(resolver: Callable[..., Any], fields: tuple[str, ...], key: Any,
     when too many abandoned look-ups are still running to start one more."""
     if getattr(resolver, "callgate_keeps_deadline", False):  # in memory, or bounded itself
         return resolve(resolver, fields, key)
+    return _in_time(lambda: _materialised(resolve(resolver, fields, key)), started, timeout)
+
+
+def find(finder: Callable[[str, str], Any], tool: str, operation_id: str,
+         timeout: float) -> Any:
+    """What ``finder`` answers for ``operation_id`` of ``tool``, within ``timeout`` seconds
+    from now; ``LookupLate`` as ``ask``. A finder that keeps the deadline itself (marked
+    ``keeps_deadline``, as the MCP gateway's is) is called in the calling thread."""
+    if getattr(finder, "callgate_keeps_deadline", False):
+        return finder(tool, operation_id)
+    return _in_time(lambda: finder(tool, operation_id), time.perf_counter(), timeout)
+
+
+def _in_time(work: Callable[[], Any], started: float, timeout: float) -> Any:
+    """``work()`` in the calling thread's hand, by ``started + timeout``; abandoned (and
+    counted) past it, refused while too many abandoned look-ups still run."""
     left = started + timeout - time.perf_counter()
     if left <= 0:
         raise LookupLate(timeout, f"no time left of the contract's {timeout:g}s timeout")
@@ -164,7 +186,7 @@ def ask(resolver: Callable[..., Any], fields: tuple[str, ...], key: Any,
             state.refused += 1
         raise LookupLate(0.0, f"{state.in_flight} look-ups given up at their deadline are "
                          f"still running (the bound is {state.limit}); not starting another")
-    job = _Job(lambda: resolve(resolver, fields, key))
+    job = _Job(work)
     try:
         return execute.hand_run(cast(execute.Executor, job), left)
     except TimeoutError:

@@ -30,6 +30,7 @@ from callgate_rules.canonical import operation_keys
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.answers import readable
+from callgate_rules.pipeline.endings import Ending, limit_ending
 from callgate_rules.pipeline.execute import (
     ExecutionRequest,
     Executor,
@@ -41,7 +42,6 @@ from callgate_rules.pipeline.execute import (
 )
 from callgate_rules.pipeline.reconcile import Absent, Confirmed, Mismatch, reconcile
 from callgate_rules.pipeline.record import Masking
-from callgate_rules.pipeline.route import Ending, limit_ending
 from callgate_rules.store.base import (
     ClaimOutcome,
     NewOperation,
@@ -259,6 +259,11 @@ class WriteMachine:
             if self.route_of(ErrorClass.UNKNOWN_OUTCOME) == Route.RECONCILE:
                 return State.RECONCILE  # keep the lease: nobody else may touch it meanwhile
             return self.to_review(ErrorClass.UNKNOWN_OUTCOME, outcome.detail)
+        if outcome.error_class == ErrorClass.ANSWER_TOO_LARGE:
+            # It ran and answered, unread: whether it did what was asked is not known from
+            # its answer, and sending it again brings the same bytes. A person checks; the
+            # claim stays held in review, so nothing sends it again meanwhile.
+            return self.to_review(ErrorClass.ANSWER_TOO_LARGE, outcome.detail)
         if self.route_of(outcome.error_class) == Route.RETRY:
             # Before sending: release the claim so the retry claims it afresh.
             self.finish(ReceiptState.FAILED, error_class=outcome.error_class,
@@ -285,18 +290,18 @@ class WriteMachine:
             return self.after_failure(ErrorClass.UNKNOWN_OUTCOME,
                                       "not found at the destination yet", then=State.RECONCILE,
                                       exhausted=lambda: self.to_review(
-                                          ErrorClass.RECONCILE_FAILED,
-                                          "the destination never showed the operation; it "
-                                          "cannot deduplicate, so it is not sent again"))
+                                          ErrorClass.RECONCILE_FAILED, _NEVER_SHOWN,
+                                          told=_NEVER_SHOWN))
         if isinstance(verdict, Mismatch):
-            return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
-        return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail)
+            return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail,
+                                  told=verdict.detail)
+        return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail, told=verdict.said)
 
     def wait(self) -> State | Ending:
         delay = self.retries.backoff()
         if isinstance(delay, str):
             if self.after_wait == State.RECONCILE:  # still holding an unknown outcome
-                return self.to_review(ErrorClass.RECONCILE_FAILED, delay)
+                return self.to_review(ErrorClass.RECONCILE_FAILED, delay, told=delay)
             return self.exhausted(delay, delay)
         self.delay = delay
         self.trace("route", "retry", f"backoff {delay:.3f}s (attempt {self.retries.count})")
@@ -324,11 +329,12 @@ class WriteMachine:
         holding = receipt is not None and receipt.lease_owner == self.worker \
             and receipt.state == ReceiptState.CLAIMED
         if holding and self.reconciled:
-            return self.to_review(ErrorClass.BUDGET_EXHAUSTED, detail)
+            return self.to_review(ErrorClass.BUDGET_EXHAUSTED, detail, told=said or None)
         if holding:
             self.finish(ReceiptState.FAILED, error_class=ErrorClass.TRANSIENT, detail=detail)
         return limit_ending(self.routing, detail, self.retries.count,
-                            lambda: self.open_review(ErrorClass.BUDGET_EXHAUSTED, detail), said)
+                            lambda: self.open_review(ErrorClass.BUDGET_EXHAUSTED, said or None),
+                            said)
 
     def verified(self, result: Any, *, late: bool) -> Ending:
         verify = self.contract.verify
@@ -341,17 +347,24 @@ class WriteMachine:
                 why = "the destination's answer does not pass the contract's verify rule"
             if not ok:
                 self.trace("execute", "verify", "fail")
-                return self.to_review(ErrorClass.RECONCILE_FAILED, why, result=result)
+                return self.to_review(ErrorClass.RECONCILE_FAILED, why, result=result,
+                                      told=why)
         self.finish(ReceiptState.SUCCEEDED, result=result)
         self.trace("execute", "verify", "pass" + (" (late confirmation)" if late else ""))
         return Ending(Route.RETURN_RESULT, None, "late confirmation" if late else "executed",
                       result, str(ReceiptState.SUCCEEDED), late_confirmation=late,
                       retries=self.retries.count)
 
-    def to_review(self, error_class: ErrorClass, detail: str, result: Any = None) -> Ending:
+    def to_review(self, error_class: ErrorClass, detail: str, result: Any = None,
+                  told: str | None = None) -> Ending:
+        """Hand the operation to a person. ``detail`` goes to the receipt and the log;
+        ``told`` is what the review item says, in the gate's own words (by default, a
+        phrase for ``error_class``): ``detail`` may carry what an executor, a finder or a
+        store said — an address, a password in a URL, a stack — which a person reading
+        the queue never sees."""
         self.finish(ReceiptState.OUTCOME_UNKNOWN, error_class=error_class, detail=detail,
                     result=result)
-        review_id = self.open_review(error_class, detail)
+        review_id = self.open_review(error_class, told)
         return Ending(Route.REVIEW, error_class, detail, result, str(ReceiptState.IN_REVIEW),
                       review_id=review_id, retries=self.retries.count)
 
@@ -359,11 +372,14 @@ class WriteMachine:
         self.finish(state, error_class=error_class, detail=detail)
         return self.exhausted(detail, detail)  # the gate's own words: the deadline
 
-    def open_review(self, error_class: ErrorClass, detail: str) -> str:
+    def open_review(self, error_class: ErrorClass, told: str | None = None) -> str:
+        """A review item on the operation; its summary says ``told`` (the gate's own words)
+        or the phrase for ``error_class``, never what came from outside the gate."""
         masking = Masking(self.contract, self.operation.arguments)  # a view people list
+        said = told or told_a_person(error_class)
         item = self.store.open_review(NewReviewItem(
             tool=self.contract.name, reason=str(error_class),
-            summary=masking(f"{self.contract.name} {self.operation.operation_id}: {detail}"),
+            summary=masking(f"{self.contract.name} {self.operation.operation_id}: {said}"),
             operation_id=self.operation.operation_id,
             payload={"arguments": masking.arguments, "actor": dict(self.actor)},
         ), now=self.clock())
@@ -396,7 +412,7 @@ _RETRIED_READS = (ErrorClass.TRANSIENT, ErrorClass.UNKNOWN_OUTCOME)
 
 
 def read(contract: Contract, executor: Executor, arguments: Mapping[str, Any],
-         actor: Mapping[str, Any], records: Mapping[str, Any], routing: Routing,
+         actor: Mapping[str, Any], records: Mapping[str, Any], *, routing: Routing,
          store: ReceiptStore, retries: Retries, trace: Trace) -> Ending:
     """A read tool's call. A read changes nothing, so a failure before sending and an
     unknown outcome alike are retried, within the same budget and deadline as a write's
@@ -411,23 +427,50 @@ def read(contract: Contract, executor: Executor, arguments: Mapping[str, Any],
             return Ending(Route.RETURN_RESULT, None, "read", outcome.result,
                           retries=retries.count)
         if outcome.error_class not in _RETRIED_READS:
-            return Ending(routing.route_for(outcome.error_class), outcome.error_class,
-                          outcome.detail, retries=retries.count)
+            route = routing.route_for(outcome.error_class)
+            # routed to a person by the RoutingTable: one is told, as the route promises
+            review_id = _open_read_review(store, contract, str(outcome.error_class),
+                                          told_a_person(outcome.error_class), retries.clock) \
+                if route == Route.REVIEW else None
+            return Ending(route, outcome.error_class, outcome.detail, review_id=review_id,
+                          retries=retries.count)
         retries.retry_after = outcome.retry_after
         said = retries.spend() or retries.wait(trace)
         if said is not None:
             why = f"{said}: {outcome.detail}"
             return limit_ending(routing, why, retries.count,
-                                partial(_open_read_review, store, contract, why, retries.clock),
+                                partial(_open_read_review, store, contract,
+                                        str(ErrorClass.BUDGET_EXHAUSTED), said, retries.clock),
                                 said)
 
 
-def _open_read_review(store: ReceiptStore, contract: Contract, detail: str,
+def _open_read_review(store: ReceiptStore, contract: Contract, reason: str, told: str,
                       clock: Clock) -> str:
-    """A read at its limit goes to a person without a receipt: nothing was written."""
+    """A read handed to a person goes without a receipt: nothing was written. Its summary
+    is ``told``, the gate's own words (the executor's are in the log only)."""
     return store.open_review(NewReviewItem(
-        tool=contract.name, reason=str(ErrorClass.BUDGET_EXHAUSTED),
-        summary=f"{contract.name}: {detail}"), now=clock()).review_id
+        tool=contract.name, reason=reason,
+        summary=f"{contract.name}: {told}"), now=clock()).review_id
+
+
+# What a review item says of why a call came to a person, when the reason at hand came from
+# outside the gate (an executor's, a finder's or a store's words, which go to the log only).
+_TOLD_A_PERSON: Mapping[ErrorClass, str] = {
+    ErrorClass.UNKNOWN_OUTCOME: "it was sent and its answer was lost; check at the "
+                                "destination whether it took effect",
+    ErrorClass.RECONCILE_FAILED: "whether it took effect could not be confirmed",
+    ErrorClass.BUDGET_EXHAUSTED: "the retries of this call are spent",
+    ErrorClass.ANSWER_TOO_LARGE: "it answered with more than the gate reads from one "
+                                 "answer, so nothing of its answer was read; check at the "
+                                 "destination what it did",
+}
+_NEVER_SHOWN = ("the destination never showed the operation; it cannot deduplicate, so it "
+                "is not sent again")
+
+
+def told_a_person(error_class: ErrorClass) -> str:
+    """The review item's words for ``error_class`` when nothing the gate said itself fits."""
+    return _TOLD_A_PERSON.get(error_class, f"it ended {error_class}; the log has the details")
 
 
 def store_failed(error: StoreError, sent: bool, retry_route: Route) -> Ending:

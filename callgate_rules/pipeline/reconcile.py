@@ -6,6 +6,11 @@ yet" may still be a late confirmation: ask again within the retry budget, then h
 ``none``: it cannot be asked at all: a person decides.
 
 ``reconcile.match`` reads ``found`` as ``answers.readable`` has it (an MCP answer's data).
+
+The finder is held to the contract's timeout as a resolver is (``lookups.find``): one that
+hangs is abandoned at the deadline, its late answer dropped, and the verdict is
+``Undecidable``. What a finder raises stays in ``detail`` (the receipt and the log); a
+person is told ``said``, the gate's own words.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import Contract, Idempotency
+from callgate_rules.pipeline import lookups
 from callgate_rules.pipeline.answers import readable
 from callgate_rules.pipeline.execute import Finder
 
@@ -44,27 +50,41 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class Undecidable:
-    """The destination cannot be asked (idempotency ``none`` or no finder bound)."""
+    """The destination cannot be asked (idempotency ``none``, no finder bound), or did not
+    answer: ``detail`` for the log, ``said`` for a person (``detail`` when it is the gate's
+    own words)."""
 
     detail: str
+    said: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.said:
+            object.__setattr__(self, "said", self.detail)
 
 
 Verdict = Confirmed | Absent | Mismatch | Undecidable
 
 
 def reconcile(contract: Contract, finder: Finder | None, operation_id: str,
-              variables: Mapping[str, Any]) -> Verdict:
+              variables: Mapping[str, Any], timeout: float | None = None) -> Verdict:
+    """Ask ``finder`` about ``operation_id``, within ``timeout`` seconds (by default the
+    contract's timeout), and compare what it holds with the call."""
     if contract.idempotency == Idempotency.NONE:
         return Undecidable(f"{contract.name} declares idempotency none: the destination can "
                            "neither deduplicate nor be asked")
     if finder is None:
         return Undecidable(f"no finder is bound for {contract.name}; bind one with "
                            "Gate(finders=...) to reconcile")
+    seconds = contract.timeout_seconds if timeout is None else timeout
     try:
-        found = finder(contract.name, operation_id)
+        found = lookups.find(finder, contract.name, operation_id, seconds)
+    except lookups.LookupLate as late:
+        return Undecidable(f"the look-up by operation ID was given up: {late}",
+                           "the destination did not say in time whether it happened")
     except Exception as error:  # noqa: BLE001 - a failed look-up decides nothing
         return Undecidable(f"the look-up by operation ID failed: {type(error).__name__}: "
-                           f"{error}")
+                           f"{str(error)[:300]}",
+                           "the destination could not be asked whether it happened")
     if found is None:
         return Absent(resend_is_safe=contract.idempotency == Idempotency.KEY)
     if contract.reconcile_match is not None:

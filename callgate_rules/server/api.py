@@ -37,6 +37,7 @@ from callgate_rules.server.models import (
     DecisionOut,
     FinishRequest,
     PendingOut,
+    ReceiptOut,
     ReconcileRequest,
     ResolveRequest,
     ReviewOut,
@@ -101,8 +102,8 @@ def caller_scope(request: Request, service: Service) -> Scope:
 def scoped_ids(request: Request, request_id: str,
                run_id: str | None) -> tuple[str, str | None]:
     """The request ID and the run ID (a run's history and budgets), both scoped."""
-    return scoped_request_id(request, request_id), \
-        None if run_id is None else scoped_request_id(request, run_id)
+    return (scoped_request_id(request, request_id),
+        None if run_id is None else scoped_request_id(request, run_id))
 
 
 def principal(request: Request) -> str:
@@ -194,6 +195,19 @@ def api_router(service: Service) -> APIRouter:
         scope = caller_scope(request, service)
         pending = await service.run("confirmations", lambda: hosted.pending(scope=scope))
         return [PendingOut.of(receipt) for receipt in pending]
+
+    @router.get("/operations/{operation_id}", response_model=ReceiptOut, tags=["writes"])
+    async def operation(request: Request, operation_id: str) -> ReceiptOut:
+        """The receipt of one write: its state, attempts and the hash of the decision log
+        line of the decision that executed it. One out of the caller's scope answers as a
+        missing one (404)."""
+        visible(request, operation_id)
+        scope = caller_scope(request, service)
+        receipt = await service.run("operation", lambda: service.visible_receipt(
+            operation_id, scope))
+        if receipt is None:
+            raise UnknownOperation(f"no operation {operation_id!r} for this actor")
+        return ReceiptOut.of(receipt)
 
     @router.get("/reviews", response_model=list[ReviewOut], tags=["people"])
     async def reviews(request: Request, status: ReviewStatus | None = None

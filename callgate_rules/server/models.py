@@ -238,6 +238,36 @@ class PendingOut(Answer):
                    created_at=receipt.created_at, expires_at=receipt.confirmation_expires_at)
 
 
+class ReceiptOut(Answer):
+    """A receipt as a host may read it: where its operation stands, without its arguments
+    or result (the host sent the one and received the other)."""
+
+    operation_id: str
+    state: str
+    tool: str
+    contract_version: str
+    request_id: str
+    args_hash: str
+    error_class: str | None
+    attempts: int
+    confirmed_by: str | None
+    created_at: datetime
+    updated_at: datetime
+    log_line: str | None = Field(description=(
+        "The SHA-256 of the decision log line of the decision that executed the write "
+        "(`callgate log verify --store` holds the two together); null when no decision log "
+        "was written, or the write did not run here"))
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> ReceiptOut:
+        return cls(operation_id=receipt.operation_id, state=str(receipt.state),
+                   tool=receipt.tool, contract_version=receipt.contract_version,
+                   request_id=receipt.request_id, args_hash=receipt.args_hash,
+                   error_class=receipt.error_class, attempts=receipt.attempts,
+                   confirmed_by=receipt.confirmed_by, created_at=receipt.created_at,
+                   updated_at=receipt.updated_at, log_line=receipt.log_line)
+
+
 class ReviewOut(Answer):
     review_id: str
     tool: str

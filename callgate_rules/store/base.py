@@ -89,6 +89,9 @@ class Receipt:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     attempts: int = 0  # how many times a worker took the lease to execute or reconcile
+    # the hash of the decision log line of the decision that executed the write
+    # (``decision_log.line_hash``): ``callgate log verify --store`` finds the line by it
+    log_line: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,12 @@ class ReceiptStore(Protocol):
         ...
 
     def get(self, operation_id: str) -> Receipt | None: ...
+
+    def link_log_line(self, operation_id: str, line: str) -> bool:
+        """Keep ``line``, the hash of the log line of the decision that executed the
+        operation, on its receipt: once (a receipt that names a line keeps it); ``False``
+        when there is no such receipt or it names a line already."""
+        ...
 
     def list_receipts(self, *, state: ReceiptState, limit: int = 100,
                       scope: Scope | None = None) -> list[Receipt]:

@@ -197,6 +197,15 @@ class MemoryStore(MemoryHistory, MemorySessions, ClosesOnExit):
             receipt = self._receipts.get(operation_id)
             return None if receipt is None else _detached(receipt)
 
+    def link_log_line(self, operation_id: str, line: str) -> bool:
+        with self._lock:
+            self._check_open()
+            receipt = self._receipts.get(operation_id)
+            if receipt is None or receipt.log_line is not None:
+                return False
+            self._receipts[operation_id] = replace(receipt, log_line=line)
+            return True
+
     def list_receipts(self, *, state: ReceiptState, limit: int = 100,
                       scope: Scope | None = None) -> list[Receipt]:
         with self._lock:

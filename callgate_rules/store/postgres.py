@@ -103,6 +103,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (2, POSTGRES_TABLE),  # run histories (store.history)
     (3, POSTGRES_LEASES),  # run leases: one run's history-reading decisions, one at a time
     (4, POSTGRES_SESSIONS),  # the review page's sessions (store.sessions)
+    # the hash of the decision log line of the decision that executed a write: nullable and
+    # without a default, so adding it rewrites no row and existing receipts read None
+    (5, ["ALTER TABLE callgate_receipts ADD COLUMN log_line text"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

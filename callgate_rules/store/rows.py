@@ -49,7 +49,8 @@ class Rows:
             "error_class": parameters["error_class"], "detail": parameters["detail"],
             "confirmed_by": held.confirmed_by, "confirmed_at": held.confirmed_at,
             "confirmation_expires_at": held.confirmation_expires_at,
-            "lease_owner": None, "lease_expires_at": None, "attempts": held.attempts})
+            "lease_owner": None, "lease_expires_at": None, "attempts": held.attempts,
+            "log_line": held.log_line})
 
     def is_finish_of(self, receipt: Receipt, parameters: Mapping[str, Any],
                      held: Receipt | None) -> bool:
@@ -76,7 +77,8 @@ class Rows:
             "created_at": created, "updated_at": created, "result": None,
             "error_class": None, "detail": None, "confirmed_by": None, "confirmed_at": None,
             "confirmation_expires_at": None, "lease_owner": parameters["worker"],
-            "lease_expires_at": self.time(parameters["lease_expires_at"]), "attempts": 1})
+            "lease_expires_at": self.time(parameters["lease_expires_at"]), "attempts": 1,
+            "log_line": None})
 
     def receipt(self, row: Row) -> Receipt:
         time, json_value = self.time, self.json_value
@@ -102,6 +104,7 @@ class Rows:
             "lease_owner": row["lease_owner"],
             "lease_expires_at": None if lease_expires_at is None else time(lease_expires_at),
             "attempts": row["attempts"],
+            "log_line": row["log_line"],
         })
 
     def review(self, row: Row) -> ReviewItem:

@@ -93,6 +93,9 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (2, SQLITE_TABLE),  # run histories (store.history)
     (3, SQLITE_LEASES),  # run leases: one run's history-reading decisions, one at a time
     (4, SQLITE_SESSIONS),  # the review page's sessions (store.sessions)
+    # the hash of the decision log line of the decision that executed a write: a column
+    # without a default, so an existing file gains it at once and its receipts read None
+    (5, ["ALTER TABLE callgate_receipts ADD COLUMN log_line TEXT"]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

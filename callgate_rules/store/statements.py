@@ -182,6 +182,12 @@ PURGE_RECEIPTS = """
     WHERE state IN ('succeeded', 'failed') AND updated_at < {cutoff}
 """
 PURGE_REVIEWS = "DELETE FROM callgate_reviews WHERE status = 'resolved' AND resolved_at < {cutoff}"
+# The hash of the decision log line of the decision that executed the write: kept once, so
+# the statement may be sent twice and a later decision never replaces the line.
+LINK_LOG_LINE = """
+    UPDATE callgate_receipts SET log_line = {line}
+    WHERE operation_id = {operation_id} AND log_line IS NULL
+"""
 
 
 class Write(NamedTuple):
@@ -229,3 +235,4 @@ class Statements:
         self.settle_receipt = render(SETTLE_RECEIPT, dialect)
         self.purge_receipts = render(PURGE_RECEIPTS, dialect)
         self.purge_reviews = render(PURGE_REVIEWS, dialect)
+        self.link_log_line = render(LINK_LOG_LINE, dialect)

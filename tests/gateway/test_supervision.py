@@ -156,7 +156,7 @@ async def test_an_oversized_answer_is_refused_promptly_and_the_next_call_works(
         oversized = await session.call_tool("getReport", {}, meta=run)
         took = time.monotonic() - started
         assert oversized.is_error
-        assert meta_of(oversized)["callgate/error_class"] == "permanent"
+        assert meta_of(oversized)["callgate/error_class"] == "answer_too_large"
         assert "x" * 100 not in text_of(oversized)  # nothing of the answer reaches the model
         # refused as it streamed in, well within the contract's 20 s timeout: not timed out
         assert took < 20
@@ -164,7 +164,7 @@ async def test_an_oversized_answer_is_refused_promptly_and_the_next_call_works(
         (upstream.state / "huge").write_text(str(2 * 1024 * 1024))
         for _ in range(6):
             again = await session.call_tool("getReport", {}, meta=run)
-            assert meta_of(again)["callgate/error_class"] == "permanent"
+            assert meta_of(again)["callgate/error_class"] == "answer_too_large"
         (upstream.state / "huge").unlink()
         after = await session.call_tool("getReport", {}, meta=run)
         assert not after.is_error, text_of(after)
@@ -193,7 +193,7 @@ async def test_an_oversized_answer_over_http_is_refused_too(tmp_path: Path) -> N
                     await session.initialize()
                     (state / "huge").write_text(str(4 * 1024 * 1024))
                     oversized = await session.call_tool("getReport", {})
-                    assert meta_of(oversized)["callgate/error_class"] == "permanent"
+                    assert meta_of(oversized)["callgate/error_class"] == "answer_too_large"
                     assert "x" * 100 not in text_of(oversized)
                     (state / "huge").unlink()
                     after = await session.call_tool("getReport", {})

@@ -169,8 +169,9 @@ def test_sqlite_migrations_run_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         versions = connection.execute("SELECT version FROM callgate_schema_version").fetchall()
         (journal_mode,) = connection.execute("PRAGMA journal_mode").fetchone()
-    # receipts and reviews; run histories; run leases; the review page's sessions
-    assert versions == [(1,), (2,), (3,), (4,)]
+    # receipts and reviews; run histories; run leases; the review page's sessions; the
+    # receipts' log line
+    assert versions == [(1,), (2,), (3,), (4,), (5,)]
     assert journal_mode == "wal"
     first.close()
     second.close()
@@ -257,8 +258,8 @@ def test_postgres_migrations_run_once_and_refuse_a_newer_schema(
         versions = postgres_admin.execute(
             f'SELECT version FROM "{schema}".callgate_schema_version'
         ).fetchall()
-        # receipts, reviews; histories; leases; page sessions
-        assert versions == [(1,), (2,), (3,), (4,)]
+        # receipts, reviews; histories; leases; page sessions; the receipts' log line
+        assert versions == [(1,), (2,), (3,), (4,), (5,)]
     finally:
         first.close()
         second.close()
