@@ -29,8 +29,8 @@ from typing import Any
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.route import Run
 from callgate_rules.pipeline.runs import RunHold
 from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.store.base import ReceiptStore

@@ -73,7 +73,7 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
     the executor marked ``keeps_deadline``); ``floor(n)``."""
     wp.prepare(target)
     from callgate_rules import keeps_deadline, open_store
-    from callgate_rules.pipeline.route import Run
+    from callgate_rules.pipeline.budgets import Run
 
     store = open_store(target.store_url())
     gates = [wp.reference_gate(executors={"createFollowUp": executor}, store=store,
@@ -91,8 +91,8 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
         gate = gates[step == 5]
         now = gate.clock()
         run = Run(started_at=now)
-        decision, progress = gate.decide_steps(wp.CALL, wp.ACTOR, now, request_id, None,
-                                               None, run, None)
+        decision, progress = gate.decide_steps(wp.CALL, wp.ACTOR, now, request_id=request_id,
+                                               run=run)
         run.admit(decision, gate.config.routing.budgets, now)
         if step == 0:
             return

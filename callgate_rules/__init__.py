@@ -16,60 +16,162 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from callgate_rules.decision_log import DecisionLog
-    from callgate_rules.documents.compiler import Finding, load
+if TYPE_CHECKING:  # for type checkers only; ``__getattr__`` imports at run time
+    from callgate_rules.decision_log import (
+        DecisionLog as DecisionLog,
+    )
+    from callgate_rules.documents.compiler import (
+        Finding as Finding,
+    )
+    from callgate_rules.documents.compiler import (
+        load as load,
+    )
     from callgate_rules.errors import (
-        AfterSending,
-        BeforeSending,
-        CallgateError,
-        ConfigError,
-        ConfirmationError,
-        ConnectionLost,
-        InputError,
-        LeaseLost,
-        OperationIdReused,
-        OutcomeTimeout,
-        RateLimited,
-        Refused,
-        StateConflict,
-        StoreConfigError,
-        StoreError,
-        ToolError,
-        Unavailable,
+        AfterSending as AfterSending,
     )
-    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.errors import (
+        BeforeSending as BeforeSending,
+    )
+    from callgate_rules.errors import (
+        CallgateError as CallgateError,
+    )
+    from callgate_rules.errors import (
+        ConfigError as ConfigError,
+    )
+    from callgate_rules.errors import (
+        ConfirmationError as ConfirmationError,
+    )
+    from callgate_rules.errors import (
+        ConnectionLost as ConnectionLost,
+    )
+    from callgate_rules.errors import (
+        InputError as InputError,
+    )
+    from callgate_rules.errors import (
+        LeaseLost as LeaseLost,
+    )
+    from callgate_rules.errors import (
+        OperationIdReused as OperationIdReused,
+    )
+    from callgate_rules.errors import (
+        OutcomeTimeout as OutcomeTimeout,
+    )
+    from callgate_rules.errors import (
+        RateLimited as RateLimited,
+    )
+    from callgate_rules.errors import (
+        Refused as Refused,
+    )
+    from callgate_rules.errors import (
+        StateConflict as StateConflict,
+    )
+    from callgate_rules.errors import (
+        StoreConfigError as StoreConfigError,
+    )
+    from callgate_rules.errors import (
+        StoreError as StoreError,
+    )
+    from callgate_rules.errors import (
+        ToolError as ToolError,
+    )
+    from callgate_rules.errors import (
+        Unavailable as Unavailable,
+    )
+    from callgate_rules.harness.world import (
+        WorldResolvers as WorldResolvers,
+    )
     from callgate_rules.integrations.formats import (
-        ToolDefinitionError,
-        anthropic_tool,
-        anthropic_tool_result,
-        mcp_tool,
-        openai_function_call_output,
-        openai_responses_tool,
-        openai_tool,
-        openai_tool_message,
-        tool_definitions,
-        tool_result_text,
+        ToolDefinitionError as ToolDefinitionError,
     )
-    from callgate_rules.pipeline.asynchronous import AsyncGate
-    from callgate_rules.pipeline.decision import Decision, ShadowVerdict, TraceEntry
+    from callgate_rules.integrations.formats import (
+        anthropic_tool as anthropic_tool,
+    )
+    from callgate_rules.integrations.formats import (
+        anthropic_tool_result as anthropic_tool_result,
+    )
+    from callgate_rules.integrations.formats import (
+        mcp_tool as mcp_tool,
+    )
+    from callgate_rules.integrations.formats import (
+        openai_function_call_output as openai_function_call_output,
+    )
+    from callgate_rules.integrations.formats import (
+        openai_responses_tool as openai_responses_tool,
+    )
+    from callgate_rules.integrations.formats import (
+        openai_tool as openai_tool,
+    )
+    from callgate_rules.integrations.formats import (
+        openai_tool_message as openai_tool_message,
+    )
+    from callgate_rules.integrations.formats import (
+        tool_definitions as tool_definitions,
+    )
+    from callgate_rules.integrations.formats import (
+        tool_result_text as tool_result_text,
+    )
+    from callgate_rules.pipeline.asynchronous import (
+        AsyncGate as AsyncGate,
+    )
+    from callgate_rules.pipeline.budgets import (
+        Run as Run,
+    )
+    from callgate_rules.pipeline.decision import (
+        Decision as Decision,
+    )
+    from callgate_rules.pipeline.decision import (
+        ShadowVerdict as ShadowVerdict,
+    )
+    from callgate_rules.pipeline.decision import (
+        TraceEntry as TraceEntry,
+    )
     from callgate_rules.pipeline.execute import (
-        DeadlineKeeping,
-        ExecutionRequest,
-        Executor,
-        Finder,
-        keeps_deadline,
+        DeadlineKeeping as DeadlineKeeping,
     )
-    from callgate_rules.pipeline.gate import Gate
-    from callgate_rules.pipeline.preview import Preview, approve
-    from callgate_rules.pipeline.route import Run
-    from callgate_rules.provenance import ConversationError, ReadingLimits, Sealer
-    from callgate_rules.store import open_store
-    from callgate_rules.taxonomy import ErrorClass, Route
+    from callgate_rules.pipeline.execute import (
+        ExecutionRequest as ExecutionRequest,
+    )
+    from callgate_rules.pipeline.execute import (
+        Executor as Executor,
+    )
+    from callgate_rules.pipeline.execute import (
+        Finder as Finder,
+    )
+    from callgate_rules.pipeline.execute import (
+        keeps_deadline as keeps_deadline,
+    )
+    from callgate_rules.pipeline.gate import (
+        Gate as Gate,
+    )
+    from callgate_rules.pipeline.preview import (
+        Preview as Preview,
+    )
+    from callgate_rules.pipeline.preview import (
+        approve as approve,
+    )
+    from callgate_rules.provenance import (
+        ConversationError as ConversationError,
+    )
+    from callgate_rules.provenance import (
+        ReadingLimits as ReadingLimits,
+    )
+    from callgate_rules.provenance import (
+        Sealer as Sealer,
+    )
+    from callgate_rules.store import (
+        open_store as open_store,
+    )
+    from callgate_rules.taxonomy import (
+        ErrorClass as ErrorClass,
+    )
+    from callgate_rules.taxonomy import (
+        Route as Route,
+    )
 
     __version__: str
 
-# Where each public name is defined.
+# Where each public name is defined: the one list of them (``__all__`` is made from it,
+# and ``tests/test_import_set.py`` holds the type checkers' imports above to it).
 _EXPORTED_FROM = {
     **dict.fromkeys(("Finding", "load"), "callgate_rules.documents.compiler"),
     **dict.fromkeys((
@@ -94,24 +196,12 @@ _EXPORTED_FROM = {
     "AsyncGate": "callgate_rules.pipeline.asynchronous",
     "Gate": "callgate_rules.pipeline.gate",
     **dict.fromkeys(("Preview", "approve"), "callgate_rules.pipeline.preview"),
-    "Run": "callgate_rules.pipeline.route",
+    "Run": "callgate_rules.pipeline.budgets",
     "open_store": "callgate_rules.store",
     **dict.fromkeys(("ErrorClass", "Route"), "callgate_rules.taxonomy"),
 }
 
-__all__ = [
-    "AsyncGate", "Preview", "approve",
-    "AfterSending", "BeforeSending", "CallgateError", "ConfigError", "ConfirmationError",
-    "ConversationError", "ReadingLimits", "Sealer", "tool_result_text",
-    "ConnectionLost", "Decision", "DecisionLog", "ErrorClass", "ExecutionRequest", "Executor",
-    "Finder", "Finding", "Gate", "InputError", "LeaseLost", "OperationIdReused",
-    "OutcomeTimeout", "RateLimited", "Refused", "Route", "Run", "ShadowVerdict",
-    "StateConflict", "StoreConfigError", "StoreError", "ToolDefinitionError", "ToolError",
-    "TraceEntry", "Unavailable", "openai_responses_tool",
-    "WorldResolvers", "anthropic_tool", "anthropic_tool_result", "load", "mcp_tool",
-    "open_store", "openai_function_call_output", "openai_tool", "openai_tool_message",
-    "tool_definitions", "DeadlineKeeping", "keeps_deadline", "__version__",
-]
+__all__ = sorted([*_EXPORTED_FROM, "__version__"])
 
 
 def __getattr__(name: str) -> Any:

@@ -53,8 +53,8 @@ class Masking:
             return {key: self(item) for key, item in value.items()}
         if isinstance(value, list | tuple):
             return [self(item) for item in value]
-        if isinstance(value, int | float) and not isinstance(value, bool) \
-                and str(value) in self.secrets:
+        if (isinstance(value, int | float) and not isinstance(value, bool)
+                and str(value) in self.secrets):
             return MASK
         return value
 

@@ -203,8 +203,8 @@ def is_linear_under_backtracking(pattern: str) -> bool:
     the module's docstring for the shape that proves it). ``False`` means "not proven"."""
     if not pattern.startswith("^"):
         return False
-    body = pattern[1:-1] if pattern.endswith("$") and not _escaped_at_end(pattern) \
-        else pattern[1:]
+    body = (pattern[1:-1] if pattern.endswith("$") and not _escaped_at_end(pattern)
+        else pattern[1:])
     items = _items(body)
     if items is None:
         return False
@@ -249,8 +249,8 @@ def _items(body: str) -> list[_Item] | None:
                 if repetition is None:
                     return None
                 least = int(repetition[1])
-                most = least if repetition[2] is None else \
-                    (int(repetition[3]) if repetition[3] else None)
+                most = (least if repetition[2] is None else
+                    (int(repetition[3]) if repetition[3] else None))
                 position = repetition.end()
             if position < len(body) and body[position] in "*+?{":
                 return None  # lazy, possessive or stacked repetition: not plain
@@ -302,11 +302,11 @@ def _class(body: str, position: int) -> tuple[Ranges, int] | None:
         if single is None:
             return None
         low, position = single
-        if len(low) == 1 and low[0][0] == low[0][1] and body.startswith("-", position) \
-                and position + 1 < len(body) and body[position + 1] != "]":
+        if (len(low) == 1 and low[0][0] == low[0][1] and body.startswith("-", position)
+                and position + 1 < len(body) and body[position + 1] != "]"):
             high = _class_character(body, position + 1)
-            if high is None or len(high[0]) != 1 or high[0][0][0] != high[0][0][1] \
-                    or high[0][0][0] < low[0][0]:
+            if (high is None or len(high[0]) != 1 or high[0][0][0] != high[0][0][1]
+                    or high[0][0][0] < low[0][0]):
                 return None
             ranges.append((low[0][0], high[0][0][0]))
             position = high[1]
@@ -320,8 +320,8 @@ def _class_character(body: str, position: int) -> tuple[Ranges, int] | None:
     char = body[position]
     if char == "\\":
         return _escape(body, position)
-    if char == "-" and position + 1 < len(body) and body[position + 1] != "]" \
-            and body[position - 1] not in "[^":
+    if (char == "-" and position + 1 < len(body) and body[position + 1] != "]"
+            and body[position - 1] not in "[^"):
         return None  # a '-' that neither starts nor ends the class: read differently
     return ((ord(char), ord(char)),), position + 1
 

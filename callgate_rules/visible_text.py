@@ -208,8 +208,8 @@ def visible(text: str) -> Visible:
             marks_before += 1
         else:  # a base a mark may sit on: a character shown as it is, not a space
             marks_before = 0
-            base_shown = kind is None and character not in (NEWLINE_MARK, OPEN_MARK) \
-                and not character.isspace()
+            base_shown = (kind is None and character not in (NEWLINE_MARK, OPEN_MARK)
+                and not character.isspace())
     return Visible("".join(shown), marked, tuple(scripts))
 
 

@@ -21,9 +21,11 @@ from callgate_rules import provenance
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.documents.model import AccessPolicies, AccessRule
 from callgate_rules.pipeline import authorize, lookups, validate
+from callgate_rules.pipeline.argument_origins import traced_sources
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection
-from callgate_rules.pipeline.plan import ToolPlan, traced_sources
+from callgate_rules.pipeline.plan import ToolPlan
+from callgate_rules.pipeline.progress import Progress
 from callgate_rules.taxonomy import ErrorClass
 
 
@@ -34,10 +36,10 @@ class ReferenceSteps:
                  thresholds: provenance.Thresholds) -> None:
         self.plan, self.policies, self.thresholds = plan, policies, thresholds
 
-    def __call__(self, arguments: Any, actor: Mapping[str, Any], session: dict[str, Any],
-                 now: datetime, resolvers: Mapping[str, Any], conversation: Any,
-                 variables: dict[str, Any], trace: list[RawTraceEntry],
-                 shadow: list[ShadowVerdict]) -> str | Rejection:
+    def __call__(self, arguments: Any, actor: Mapping[str, Any], now: datetime,
+                 resolvers: Mapping[str, Any], progress: Progress) -> str | Rejection:
+        session, conversation = progress.session, progress.conversation
+        variables, trace, shadow = progress.variables, progress.trace, progress.shadow
         contract = self.plan.contract
         rejection = validate.schema_rejection(contract, arguments, trace)
         if rejection is not None:
@@ -142,7 +144,7 @@ class ReferenceSteps:
                 trace.append(rule.passed)
                 continue
             rejection = validate.rule_outcome(contract, rule, value, variables, trace, shadow,
-                                              self.plan.example)
+                                              example=self.plan.example)
             if rejection is None:
                 continue
             if rule.error_class != ErrorClass.CONFIRMATION_REQUIRED:

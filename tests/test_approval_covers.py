@@ -37,12 +37,12 @@ from callgate_rules.pipeline.approvals import (
     approval_entries_of,
     question_key,
 )
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.history import entry_of, variable
 from callgate_rules.pipeline.hosted import HostedWrites
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.store.base import ReceiptStore
 from callgate_rules.store.history import HistoryEntry

@@ -28,9 +28,9 @@ from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import Gate, utc_now
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.store.base import ReceiptStore
 from callgate_rules.store.history import RunHistory

@@ -98,3 +98,16 @@ def test_checking_one_call_loads_neither_other_commands_nor_the_simulator_nor_a_
             "callgate_rules.harness.destination", "callgate_rules.harness.support_desk",
             "callgate_rules.harness.policytest"} & loaded == set()
     assert third_party(loaded) & (NEVER_FOR_A_DECISION - {"click"}) == set()
+
+
+def test_the_type_checkers_imports_are_the_exported_names() -> None:
+    """``__init__`` lists each public name twice, for two readers: the run-time table
+    (``_EXPORTED_FROM``) and the imports type checkers read; they must agree."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(callgate_rules.__file__).read_text(encoding="utf-8"))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+    imported = {alias.name: node.module for node in guarded.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert imported == callgate_rules._EXPORTED_FROM

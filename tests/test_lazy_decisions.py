@@ -4,7 +4,6 @@ give what reading them at once gives, and a decision stays an ordinary value."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import pickle
 import threading
@@ -61,7 +60,7 @@ def test_a_decision_is_an_ordinary_value(gate: Gate, dana: dict[str, Any], now: 
         assert type(decision.versions) is dict and json.loads(json.dumps(decision.versions))
         assert copy.deepcopy(decision) == decision
         assert pickle.loads(pickle.dumps(decision)) == decision
-        assert dataclasses.asdict(decision)["route"] == decision.route
+        assert decision.replace()  == decision and decision.fields()["route"] == decision.route
         decision.versions.clear()  # a decision's own: the next one is unaffected
         assert gate.check(Calls.follow_up(), actor=dana, now=now).versions
 
@@ -215,20 +214,20 @@ def test_the_pair_of_messages_is_made_once(
         dana: dict[str, Any], now: Any, monkeypatch: Any) -> None:
     """Reading the agent message then the user message renders them once, with a note
     (several calls, the first taken) as without."""
-    from callgate_rules.pipeline import route as route_module
+    from callgate_rules.pipeline import rejection_messages
 
     from .test_steps import SMALL_LIMITS_ROUTING
 
     contracts, policies = ref.copy(tmp_path, SMALL_LIMITS_ROUTING)
     first = compile_gate(contracts, policies, world=reference_world)
     renders: list[str] = []
-    both = route_module.RejectionMessages.both
+    both = rejection_messages.messages_of
 
-    def counted(self: Any) -> Any:
+    def counted(decided: Any) -> Any:
         renders.append("both")
-        return both(self)
+        return both(decided)
 
-    monkeypatch.setattr(route_module.RejectionMessages, "both", counted)
+    monkeypatch.setattr(rejection_messages, "messages_of", counted)
     past = Calls.follow_up_args(dueAt="2026-01-01T00:00:00Z")
     for call in (Calls.plain("createFollowUp", past), Calls.follow_up(urgent=1),
                  {"role": "assistant", "tool_calls": [

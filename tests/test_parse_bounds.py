@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from callgate_rules.documents.model import FLAT_AND_OPEN, InputLimits, flat_fields
 from callgate_rules.pipeline.outcome import Rejection
-from callgate_rules.pipeline.parse import _check_bounds, _first_undeclared, _plainly_within_bounds
+from callgate_rules.pipeline.parse import _check_bounds, _plainly_within_bounds, first_undeclared
 from callgate_rules.taxonomy import ErrorClass
 
 LIMITS = InputLimits(max_bytes=10_000, max_depth=4, max_string_length=6, max_calls=3)
@@ -37,7 +37,7 @@ def breaks_a_bound(value: Any, depth: int = 1, limits: InputLimits = LIMITS) -> 
 def expected(value: Any, schema: dict[str, Any]) -> str:
     if breaks_a_bound(value):
         return "malformed"
-    found = _first_undeclared(value, schema, ())
+    found = first_undeclared(value, schema, ())
     return f"unexpected {'.'.join(found)}" if found else "pass"
 
 
@@ -49,7 +49,7 @@ def actual(value: Any, schema: dict[str, Any]) -> str:
         return "malformed"
     if not undeclared:
         return "pass"
-    found = _first_undeclared(value, schema, ())
+    found = first_undeclared(value, schema, ())
     assert found is not None  # the walk saw one: the exact search must find it
     return f"unexpected {'.'.join(found)}"
 

@@ -6,7 +6,7 @@ decide every call twice, once by the plan and once by ``reference_steps.Referenc
 field: route, class, rule, messages, trace, warnings, log. The calls: every shipped
 scenario and policy test, a configuration full of shadow modes and evaluation errors, and
 calls made up by hypothesis. Counting how each call ended in the plan (allowed, a
-rejection foreseen when the plan was compiled, one made from the data) shows every kind
+rejection prepared when the plan was compiled, one made from the data) shows every kind
 was exercised."""
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from callgate_rules.harness.scenarios import load_config_for, load_scenarios, ru
 from callgate_rules.pipeline import plan
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.outcome import Foreseen
 
 from .conftest import REPO
 from .reference_steps import ReferenceSteps
@@ -58,17 +57,17 @@ class Outcomes:
 def label(outcome: Any) -> str:
     if type(outcome) is str:
         return "allowed"
-    if isinstance(outcome, Foreseen):
-        return f"foreseen: {outcome.template.error_class}"
+    if outcome.prepare is not None:
+        return f"prepared: {outcome.error_class}"
     return f"rejected: {outcome.error_class}"
 
 
 @pytest.fixture
 def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Outcomes]:
-    """Make every ``Gate._check`` decide by the plans and by the reference, and compare."""
+    """Make every ``Gate.decide_steps`` decide by the plans and by the reference, and compare."""
     outcomes = Outcomes()
     original_init = plan.ToolPlan.__init__
-    original_check = Gate._check
+    original_check = Gate.decide_steps
 
     def with_reference(self: plan.ToolPlan, config: Any, *args: Any) -> None:
         original_init(self, config, *args)
@@ -93,7 +92,7 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[Outcomes]:
         return decision, progress
 
     monkeypatch.setattr(plan.ToolPlan, "__init__", with_reference)
-    monkeypatch.setattr(Gate, "_check", checked_both_ways)
+    monkeypatch.setattr(Gate, "decide_steps", checked_both_ways)
     yield outcomes
 
 
@@ -104,9 +103,9 @@ def test_every_scenario_and_policy_test_decides_alike(both_ways: Outcomes) -> No
     results = run_scenarios(cases, config)
     assert [r.failures for r in results if r.failures] == []
     ended = both_ways.reached
-    # Calls of every kind: allowed, rejections foreseen, rejections made from the data.
+    # Calls of every kind: allowed, rejections prepared, rejections made from the data.
     assert ended["allowed"] >= 10
-    assert ended["foreseen: forbidden"] >= 1 and ended["foreseen: invalid_argument"] >= 1
+    assert ended["prepared: forbidden"] >= 1 and ended["prepared: invalid_argument"] >= 1
     assert ended["rejected: invalid_argument"] >= 1 and ended["rejected: ambiguous"] >= 1
 
 
@@ -120,9 +119,9 @@ def tiny(tmp_path: Path, ref: Any, compile_gate: Any) -> Gate:
 
 @pytest.mark.parametrize(("call", "ended"), [
     ({"name": "echo", "arguments": {"text": "hi"}}, "allowed"),
-    ({"name": "echo", "arguments": {"text": "blocked"}}, "foreseen: forbidden"),  # a deny
+    ({"name": "echo", "arguments": {"text": "blocked"}}, "prepared: forbidden"),  # a deny
     ({"name": "echo", "arguments": {"text": 5}}, "rejected: invalid_argument"),  # the schema
-    ({"name": "orphan", "arguments": {"text": "hi"}}, "foreseen: forbidden"),  # by default
+    ({"name": "orphan", "arguments": {"text": "hi"}}, "prepared: forbidden"),  # by default
     ({"name": "strict", "arguments": {"ticketId": "T-1"}}, "rejected: conflict"),  # rule error
     ({"name": "strict", "arguments": {"ticketId": "T-9"}}, "rejected: not_found"),  # no record
     ({"name": "lenient-document", "arguments": {"ticketId": "T-1"}}, "allowed"),
@@ -201,7 +200,7 @@ spec:
     ({"name": "guarded", "arguments": {"text": "audit"}}, "allowed"),  # shadow deny
     ({"name": "guarded", "arguments": {"text": "warn"}}, "allowed"),
     ({"name": "guarded", "arguments": {"text": "ask"}}, "rejected: confirmation_required"),
-    ({"name": "guarded", "arguments": {"text": ""}}, "foreseen: invalid_argument"),
+    ({"name": "guarded", "arguments": {"text": ""}}, "prepared: invalid_argument"),
     ({"name": "conditional", "arguments": {"text": "skip"}}, "allowed"),  # conditional
     ({"name": "conditional", "arguments": {"text": "hi"}}, "allowed"),
     ({"name": "listing", "arguments": {"tenant": "acme"}}, "allowed"),  # a listing look-up

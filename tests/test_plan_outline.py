@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callgate_rules.pipeline import authorize, lookups, validate
+from callgate_rules import provenance
+from callgate_rules.pipeline import argument_origins, authorize, lookups, validate
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.plan import CALLED, ToolPlan, called
 from callgate_rules.pipeline.plan_outline import described
@@ -205,7 +206,8 @@ def test_a_plan_names_each_function_by_the_function_itself() -> None:
     assert called(authorize.access_verdict) == "_authorize.access_verdict"
     assert called(lookups.ask) == "_lookups.ask"
     for step, functions in CALLED.items():
-        module: Any = {"_validate": validate, "_authorize": authorize, "_lookups": lookups}[step]
+        module: Any = {"_validate": validate, "_authorize": authorize, "_lookups": lookups,
+                       "_origins": argument_origins, "_provenance": provenance}[step]
         for function in functions:
             assert getattr(module, function.__name__) is function
     with pytest.raises(KeyError):

@@ -14,8 +14,8 @@ from callgate_rules.documents.model import GateConfig
 from callgate_rules.documents.sequences import condition
 from callgate_rules.errors import ConfigError
 from callgate_rules.harness.scenarios import FakeClock
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store import MemoryStore
 from callgate_rules.taxonomy import ErrorClass, Route
 

@@ -36,7 +36,6 @@ from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.simulator import Simulator, faults_by_tool
 from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent, send
-from callgate_rules.pipeline.record import counted
 from callgate_rules.store import MemoryStore
 from callgate_rules.taxonomy import ErrorClass
 
@@ -328,10 +327,10 @@ def test_what_the_counters_read_is_what_the_log_says(reference_world: dict[str, 
                                                      faults: dict[str, Any]) -> None:
     gate = make_gate(reference_world, faults)
     decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
-    facts = dict(counted(decision))  # before the log is read: the few fields worked out
+    facts = dict(decision.counted())  # before the log is read: the few fields worked out
     log = decision.log
     assert facts == {key: log[key] for key in facts}
-    assert counted(decision) is log  # once read, the log itself
+    assert decision.counted() is log  # once read, the log itself
 
 
 def test_an_executed_calls_log_reads_as_it_was_when_the_call_ended(

@@ -91,9 +91,9 @@ def compare(old: VersionedDocument, new: VersionedDocument, since: str) -> list[
         return findings
     state = (f"metadata.version is still {new.version}" if order == 0
              else f"metadata.version went down to {new.version}")
-    narrowed = list(narrowings(old.source.data["spec"].get("arguments"),
-                               new.source.data["spec"].get("arguments"))) \
-        if new.kind == "ToolContract" else []
+    narrowed = (list(narrowings(old.source.data["spec"].get("arguments"),
+                               new.source.data["spec"].get("arguments")))
+        if new.kind == "ToolContract" else [])
     for path, what in narrowed:
         findings.append(Finding(
             new.source.locate(("spec", "arguments", *path)), "error", "narrowed-arguments",
@@ -251,8 +251,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
+    return (float(value) if isinstance(value, int | float) and not isinstance(value, bool)
+        else None)
 
 
 def _values(values: list[Any]) -> str:

@@ -291,8 +291,8 @@ class _Checker:
             return [self.node(condition, scope),
                     self.guarded(when_true, scope, guards.when_true(condition)),
                     self.guarded(when_false, scope, guards.when_false(condition))]
-        made_sure = guards.when_true(node) if node.function == "_&&_" \
-            else guards.when_false(node)
+        made_sure = (guards.when_true(node) if node.function == "_&&_"
+            else guards.when_false(node))
         return [self.guarded(argument, scope, made_sure) for argument in node.args]
 
     def guarded(self, node: syntax.Node, scope: Mapping[str, Type],
@@ -470,8 +470,8 @@ class _Checker:
             return _Typed(t.BOOL)
         if kind in ("list", "map"):
             element = container.type.parameters[0]
-            if isinstance(node.args[1], syntax.ListLiteral) and item.field is not None \
-                    and item.field.values is not None:
+            if (isinstance(node.args[1], syntax.ListLiteral) and item.field is not None
+                    and item.field.values is not None):
                 self.enum_membership(node, item.field.values, node.args[1])
             elif not t.may_equal(item.type, element):
                 what = "elements" if kind == "list" else "keys"

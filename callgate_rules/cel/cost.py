@@ -184,8 +184,8 @@ class Declared(Value):
                             "string": ("maxLength", self.fallback.length)}.get(
             kind or "", ("maxItems", max(self.fallback.items, self.fallback.length)))
         declared = schema.get(keyword)
-        if kind == "map" and declared is None and schema.get("additionalProperties") is False \
-                and not schema.get("patternProperties"):
+        if (kind == "map" and declared is None and schema.get("additionalProperties") is False
+                and not schema.get("patternProperties")):
             declared = len(schema.get("properties") or {})
         if isinstance(declared, int) and not isinstance(declared, bool):
             most = declared if self.cap is None else min(declared, self.cap)
@@ -362,8 +362,8 @@ class _Estimator:
             count = operands[0].value if isinstance(operands[0], syntax.Literal) else None
             most = count if isinstance(count, int) and 0 <= count <= MOST_RANGE else MOST_RANGE
             return total + most, Computed("list", Size(most), SCALAR)
-        if function in LIST_SCANS and values and values[0].kind in ("list", "map", None) \
-                and values[0].kind != "string":
+        if (function in LIST_SCANS and values and values[0].kind in ("list", "map", None)
+                and values[0].kind != "string"):
             scanned = sum(self.elements(value) for value in values if value.kind != "string")
             if function == "sort":
                 scanned *= max(1, math.ceil(math.log2(max(scanned, 2))))

@@ -33,8 +33,10 @@ from dataclasses import dataclass, replace
 
 from callgate_rules.cel import syntax
 from callgate_rules.cel.errors import CelCompileError, CelSyntaxError
-from callgate_rules.cel.parser import _VARIABLES as MACRO_VARIABLES  # the parser's own table
-from callgate_rules.cel.parser import parse
+from callgate_rules.cel.parser import (
+    MACRO_VARIABLES,  # the parser's own table
+    parse,
+)
 
 # What a definition may not be called: the variables every rule reads, and the macros.
 RESERVED = frozenset({
@@ -208,8 +210,8 @@ def _used(tree: syntax.Node, names: Mapping[str, syntax.Node],
         node, locals_ = pending.pop()
         if isinstance(node, syntax.Ident) and node.name in names and node.name not in locals_:
             found.add(node.name)
-        elif isinstance(node, syntax.Call) and node.target is None and node.function in names \
-                and node.function not in locals_:
+        elif (isinstance(node, syntax.Call) and node.target is None and node.function in names
+                and node.function not in locals_):
             found.add(node.function)
         inner = locals_ | _binders(node) if isinstance(node, syntax.Macro) else locals_
         pending.extend((child, inner) for child in syntax.children(node))
@@ -246,8 +248,8 @@ class _Expander:
                     f"call it as {node.name}(...)", node.at.line, node.at.column)
             self.definitions.mark_used(node.name)
             return _placed(bodies[node.name], node.at)
-        if isinstance(node, syntax.Call) and node.target is None and node.function in bodies \
-                and node.function not in locals_:
+        if (isinstance(node, syntax.Call) and node.target is None and node.function in bodies
+                and node.function not in locals_):
             self.definitions.mark_used(node.function)
             return self.call(node, locals_)
         if isinstance(node, syntax.Macro):

@@ -257,9 +257,9 @@ class _Reader:
         if isinstance(node, syntax.Macro):
             self.macro(node, locals_)
             return
-        if isinstance(node, syntax.Call) and node.target is not None \
+        if (isinstance(node, syntax.Call) and node.target is not None
                 and self.library_function(node, FUNCTIONS) == (
-                    f"{syntax.qualified_name(node.target)}.{node.function}", False):
+                    f"{syntax.qualified_name(node.target)}.{node.function}", False)):
             for argument in node.args:  # math.greatest(...): ``math`` is no variable
                 self.read(argument, locals_)
             return

@@ -40,8 +40,8 @@ def _operands(node: syntax.Node, operator: str) -> list[syntax.Node]:
     pending = [node]
     while pending:
         current = pending.pop()
-        if isinstance(current, syntax.Call) and current.function == operator \
-                and current.target is None:
+        if (isinstance(current, syntax.Call) and current.function == operator
+                and current.target is None):
             pending.extend(reversed(current.args))
         else:
             found.append(current)

@@ -47,9 +47,9 @@ def _typing(schema: Any, depth: int) -> Typing | None:
         return _as_double
     if "integer" in declared and "number" not in declared:
         return _as_int
-    fields = {name: typing for name, sub in (schema.get("properties") or {}).items()
-              if isinstance(name, str) and (typing := _typing(sub, depth + 1)) is not None} \
-        if isinstance(schema.get("properties"), Mapping) else {}
+    fields = ({name: typing for name, sub in (schema.get("properties") or {}).items()
+              if isinstance(name, str) and (typing := _typing(sub, depth + 1)) is not None}
+        if isinstance(schema.get("properties"), Mapping) else {})
     items = _typing(schema.get("items"), depth + 1)
     if fields:
         return _object(fields)
@@ -95,7 +95,7 @@ def _array(items: Typing) -> Typing:
         if type(value) is not list:
             return value
         converted = [items(item) for item in value]
-        return value if all(a is b for a, b in zip(converted, value, strict=True)) \
-            else converted
+        return (value if all(a is b for a, b in zip(converted, value, strict=True))
+            else converted)
 
     return typed

@@ -545,7 +545,7 @@ _METHOD_MACROS: dict[str, frozenset[int]] = {
     "optFlatMap": frozenset({2}),
 }
 # how many leading arguments of the macro are variable names, by argument count
-_VARIABLES: dict[str, dict[int, int]] = {
+MACRO_VARIABLES: dict[str, dict[int, int]] = {
     "all": {2: 1, 3: 2}, "exists": {2: 1, 3: 2}, "existsOne": {2: 1, 3: 2},
     "exists_one": {2: 1}, "map": {2: 1, 3: 1}, "filter": {2: 1},
     "transformList": {3: 2, 4: 2}, "transformMap": {3: 2, 4: 2},
@@ -564,7 +564,7 @@ def _macro(name: str, target: syntax.Node, arguments: tuple[syntax.Node, ...],
     counts = _METHOD_MACROS.get(name)
     if counts is None or len(arguments) not in counts:
         return syntax.Call(name, arguments, target, at=at)
-    variables = _VARIABLES[name][len(arguments)]
+    variables = MACRO_VARIABLES[name][len(arguments)]
     for number, argument in enumerate(arguments[:variables], start=1):
         if not _is_simple_name(argument):
             return (f"{name}(): argument {number} must be a simple name (the iteration "

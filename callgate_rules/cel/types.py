@@ -205,8 +205,8 @@ def field_of(schema: Any, *, required: bool) -> Field:
     elif isinstance(schema.get("enum"), list):
         values = tuple(schema["enum"])
     declared = schema.get("type")
-    names = [declared] if isinstance(declared, str) else \
-        list(declared) if isinstance(declared, list) else []
+    names = ([declared] if isinstance(declared, str) else
+        list(declared) if isinstance(declared, list) else [])
     if "null" in names and len(names) > 1:
         nullable = True
         names.remove("null")

@@ -89,13 +89,13 @@ def check(
     now = _parse_now(now_text)
     model_output = _read_call(call_file)
     actor = _read_mapping(actor_file, "the actor", "{id: U-7, tenant: acme, role: agent}")
-    world = check_world(read_data_file(world_file, "the world"), world_file) if world_file \
-        else {}
+    world = (check_world(read_data_file(world_file, "the world"), world_file) if world_file
+        else {})
     config = load(documents)
-    session = _read_mapping(session_file, "the session", "{authenticated: true}") \
-        if session_file else None
-    conversation = read_data_file(conversation_file, "the conversation") \
-        if conversation_file else None
+    session = (_read_mapping(session_file, "the session", "{authenticated: true}")
+        if session_file else None)
+    conversation = (read_data_file(conversation_file, "the conversation")
+        if conversation_file else None)
     gate = Gate(config, resolvers=WorldResolvers(world))
     try:
         decision = gate.check(model_output, actor=actor, now=now, session=session,

@@ -238,8 +238,8 @@ def hash_password(password_stdin: bool) -> None:
     """
     from callgate_rules.server.users import hash_password as make_hash
 
-    password = sys.stdin.readline().rstrip("\n") if password_stdin \
-        else getpass.getpass("password: ")
+    password = (sys.stdin.readline().rstrip("\n") if password_stdin
+        else getpass.getpass("password: "))
     if not password:
         raise InputError("an empty password cannot sign in")
     click.echo(make_hash(password))

@@ -89,8 +89,8 @@ class Draft:
 
     @property
     def warning_count(self) -> int:
-        return sum(len(row.warnings) for row in self.rows) + len(self.summary_warnings) + \
-            len(self.notes)
+        return (sum(len(row.warnings) for row in self.rows) + len(self.summary_warnings) +
+            len(self.notes))
 
     @staticmethod
     def pieces(shown_text: str) -> list[tuple[bool, str]]:
@@ -207,8 +207,8 @@ def text_lines(draft: Draft) -> list[str]:
     if draft.held_by is not None:
         lines.append(f"Held by {draft.held_by.rule}: {draft.held_by.message}")
     if draft.requests:
-        earlier = f" ({draft.requests_left_out} earlier not shown)" \
-            if draft.requests_left_out else ""
+        earlier = (f" ({draft.requests_left_out} earlier not shown)"
+            if draft.requests_left_out else "")
         lines.append(f"The user's own request{'s' if len(draft.requests) > 1 else ''} in "
                      f"this run{earlier}:")
         lines.extend(f"  \"{request}\"" for request in draft.requests)

@@ -213,8 +213,8 @@ def draft_of(contract: Contract, variables: Mapping[str, Any],
     """The draft of a write held for a person: the summary, a row per argument from the
     canonical arguments, the warnings, the evidence (see the module's docstring)."""
     arguments = normalise(variables.get("args", {}))
-    raw_summary = contract.confirmation.summary.render(variables) \
-        if contract.confirmation.summary else f"Run {contract.name}"
+    raw_summary = (contract.confirmation.summary.render(variables)
+        if contract.confirmation.summary else f"Run {contract.name}")
     mask = Masker(contract, arguments)
     summary = visible(mask(raw_summary))
     warned = {name: [mask(line) for line in lines]

@@ -158,8 +158,8 @@ class ContractCompiler:
     def _lookup(self, source: SourceDocument, path: NodePath, item: Any) -> Lookup | None:
         key = self.expression(source, (*path, "key"), item["key"])
         when = self.expression(source, (*path, "when"), item["when"]) if "when" in item else None
-        visible = self.expression(source, (*path, "visible"), item["visible"]) \
-            if "visible" in item else None
+        visible = (self.expression(source, (*path, "visible"), item["visible"])
+            if "visible" in item else None)
         labels = tuple(
             (label, compiled) for label, text in item.get("labels", {}).items()
             if (compiled := self.expression(source, (*path, "labels", label), text))
@@ -169,9 +169,9 @@ class ContractCompiler:
                        f"{dotted((*path, 'max_records'))}: bounds a list, and this look-up "
                        "binds one record (several are ambiguous); add many: list or remove "
                        "max_records")
-        if key is None or ("when" in item and when is None) or \
-                ("visible" in item and visible is None) or \
-                len(labels) < len(item.get("labels", {})):
+        if (key is None or ("when" in item and when is None) or
+                ("visible" in item and visible is None) or
+                len(labels) < len(item.get("labels", {}))):
             return None
         return Lookup(
             name=item["name"],

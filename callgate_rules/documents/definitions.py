@@ -89,8 +89,8 @@ def _finding(problem: Problem, places: Mapping[str, tuple[SourceDocument, str]],
     source, key = places[problem.name]
     path = ("spec", "definitions", key)
     written = isinstance(source.data["spec"]["definitions"][key], str)
-    place = source.locate_in_scalar(path, problem.line, problem.column) if written \
-        else source.locate(path)
+    place = (source.locate_in_scalar(path, problem.line, problem.column) if written
+        else source.locate(path))
     return Finding(place, "error", "definition", f"definitions.{key}: {problem.message}")
 
 

@@ -66,8 +66,8 @@ def schema_error_messages(error: ValidationError,
                    f"{dotted((*path, key))}: unknown field {key!r}; allowed here: {known}")
     elif error.validator == "enum":
         allowed_values = error.validator_value
-        options = ", ".join(map(str, allowed_values)) \
-            if isinstance(allowed_values, list) else str(allowed_values)
+        options = (", ".join(map(str, allowed_values))
+            if isinstance(allowed_values, list) else str(allowed_values))
         yield path, f"{where}: {error.instance!r} is not allowed; use one of: {options}"
     elif error.validator in ("oneOf", "anyOf") and error.context:
         best = min(error.context, key=lambda e: len(e.message))

@@ -49,7 +49,7 @@ class LimitPath(StrEnum):
     REFUSE = "refuse"
 
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Template:
 
     @classmethod
     def of(cls, text: str) -> Template:
-        fields = tuple(tuple(m.group(1).split(".")) for m in _PLACEHOLDER.finditer(text))
+        fields = tuple(tuple(m.group(1).split(".")) for m in PLACEHOLDER.finditer(text))
         return cls(text, fields)
 
     def render(self, variables: Mapping[str, Any]) -> str:
@@ -92,7 +92,7 @@ def _split(text: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], str
     around them, and each placeholder's path with its own spelling (kept when it cannot be
     filled). Cached by text rather than kept on the Template, so a Template's ``__dict__``
     holds its fields only."""
-    parts = _PLACEHOLDER.split(text)  # literal, path, literal, path, ..., literal
+    parts = PLACEHOLDER.split(text)  # literal, path, literal, path, ..., literal
     return tuple(parts[0::2]), tuple((tuple(path.split(".")), f"{{{path}}}")
                                      for path in parts[1::2])
 
@@ -312,8 +312,8 @@ def flat_fields(schema: Mapping[str, Any]) -> frozenset[str] | None:
             not isinstance(p, Mapping) or _SHAPES_OBJECTS.intersection(p)
             for p in properties.values()):
         return None
-    return frozenset(properties) if schema.get("additionalProperties") is False \
-        else FLAT_AND_OPEN
+    return (frozenset(properties) if schema.get("additionalProperties") is False
+        else FLAT_AND_OPEN)
 
 
 FLAT_AND_OPEN: frozenset[str] = frozenset({"\0open"})  # a value no field name can equal

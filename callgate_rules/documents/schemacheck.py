@@ -118,8 +118,8 @@ Recipe = tuple[str, Any]
 # cache (``documents.snapshot``) holds the check as that data, and no source is generated
 # when it is read back.
 _MADE_FROM: weakref.WeakKeyDictionary[
-    Check, tuple[CodeType, str, Mapping[str, Recipe], FormatChecker | None]] = \
-    weakref.WeakKeyDictionary()
+    Check, tuple[CodeType, str, Mapping[str, Recipe], FormatChecker | None]] = (
+    weakref.WeakKeyDictionary())
 
 
 def check_data(check: Any) -> tuple[bytes, FormatChecker | None] | None:
@@ -336,12 +336,12 @@ class _Generator:
         implied = False
         if "enum" in schema:
             yield self.fail(self.enum_fails(schema["enum"], var), depth)
-            implied = kinds is not None and "string" in kinds and \
-                all(isinstance(member, str) for member in schema["enum"])
+            implied = (kinds is not None and "string" in kinds and
+                all(isinstance(member, str) for member in schema["enum"]))
         if "const" in schema:
             constant = schema["const"]
-            test = f"{var} == {self.constant(constant)}" if isinstance(constant, str) \
-                else f"_json_equal({var}, {self.constant(constant)})"
+            test = (f"{var} == {self.constant(constant)}" if isinstance(constant, str)
+                else f"_json_equal({var}, {self.constant(constant)})")
             yield self.fail(f"not ({test})", depth)
         groups = {
             "string": list(self.string_checks(schema, var, depth + 1)),
@@ -359,8 +359,8 @@ class _Generator:
                 continue
             if kind == single:
                 yield from (line[4:] for line in lines)  # one level up: no guard needed
-            elif kinds is not None and kind not in kinds and \
-                    not (kind == "number" and "integer" in kinds):
+            elif (kinds is not None and kind not in kinds and
+                    not (kind == "number" and "integer" in kinds)):
                 continue  # the type test already failed any value of this kind
             else:
                 yield f"{pad}if {TYPE_TESTS[kind].format(var)}:"

@@ -254,8 +254,8 @@ def _libyaml_bounds_nesting() -> bool:
 # libyaml composes about ten times faster; where it is missing (or too old to bound its own
 # nesting), or the text has an error, the pure-Python composer runs, so every error message
 # reads the same.
-_FAST_COMPOSER: type[Any] | None = getattr(yaml, "CSafeLoader", None) \
-    if _libyaml_bounds_nesting() else None
+_FAST_COMPOSER: type[Any] | None = (getattr(yaml, "CSafeLoader", None)
+    if _libyaml_bounds_nesting() else None)
 
 
 def parse_yaml_text(text: str, path: str, key: str | None = None) -> list[SourceDocument]:

@@ -167,8 +167,8 @@ def _request(document: SourceDocument, index: int, item: Any, file: Path,
         if key not in item:
             raise InputError(f"{where}: the request has no {key}")
     identifier = item["id"]
-    if not isinstance(identifier, str | int) or isinstance(identifier, bool) or \
-            not str(identifier).strip():
+    if (not isinstance(identifier, str | int) or isinstance(identifier, bool) or
+            not str(identifier).strip()):
         raise InputError(f"{document.locate((*at, 'id'))}: id must be a non-empty string")
     if not isinstance(item["request"], str):
         raise InputError(f"{document.locate((*at, 'request'))}: request must be the user's "

@@ -195,8 +195,8 @@ def score(request: ControlRequest, proposal: Proposal, decision: Decision | None
         differences = _argument_differences(expect.arguments, proposal.arguments or {})
         arguments_ok = proposal.arguments is not None and not differences
     if expect.expects_call:
-        outcome_ok = decision is not None and decision.error_class == expect.error_class and \
-            (expect.route is None or decision.route == expect.route)
+        outcome_ok = (decision is not None and decision.error_class == expect.error_class and
+            (expect.route is None or decision.route == expect.route))
     else:
         outcome_ok = decision is None
     correct = outcome_ok and (not expect.expects_execution or bool(function_ok and arguments_ok))
@@ -396,8 +396,8 @@ def _per_100(asked: Share) -> str:
     """``2 of 10 calls expected to run (20.0 per 100)``: how often a person is asked."""
     if not asked.total:
         return "0 (no call expected to run)"
-    return f"{asked.correct} of {asked.total} calls expected to run " \
-           f"({100 * asked.correct / asked.total:.1f} per 100)"
+    return (f"{asked.correct} of {asked.total} calls expected to run "
+           f"({100 * asked.correct / asked.total:.1f} per 100)")
 
 
 def _shorten(text: str) -> str:

@@ -40,7 +40,7 @@ from callgate_rules.documents.model import GateConfig
 from callgate_rules.documents.source import iter_yaml_files, parse_yaml_text, read_text
 from callgate_rules.errors import InputError
 from callgate_rules.harness.reachable import reachable
-from callgate_rules.harness.scenarios import Scenario, ScenarioResult, _scenario
+from callgate_rules.harness.scenarios import Scenario, ScenarioResult, scenario_of
 from callgate_rules.taxonomy import ErrorClass, Route
 
 CASE_KEYS = frozenset({"name", "description", "actor", "world", "now", "faults", "propose",
@@ -85,7 +85,7 @@ def _case(document: Any, file: Path, defaults: Mapping[str, Any]) -> Scenario:
         rest = {k: v for k, v in data.items() if k not in ("propose", "expect")}
         data = {**rest, "steps": [{"propose": data["propose"],
                                    "expect": data.get("expect", {})}]}
-    return _scenario(type(document)(document.path, data, document.places, document.index),
+    return scenario_of(type(document)(document.path, data, document.places, document.index),
                      file, defaults)
 
 

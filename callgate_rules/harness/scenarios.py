@@ -55,10 +55,10 @@ from callgate_rules.harness.simulator import (
     simulated_tools,
 )
 from callgate_rules.harness.world import WorldResolvers, check_world
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import Executor
 from callgate_rules.pipeline.gate import Gate
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store import open_store
 from callgate_rules.store.base import ReceiptStore
 
@@ -151,7 +151,7 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     for file in iter_yaml_files([Path(p) for p in paths]):
         text = read_text(file)  # bounded: refused unread when too large
         for document in parse_yaml_text(text, str(file)):
-            scenarios.append(_scenario(document, file))
+            scenarios.append(scenario_of(document, file))
     return scenarios
 
 
@@ -159,7 +159,7 @@ SCENARIO_KEYS = frozenset({"name", "description", "actor", "world", "now", "faul
                            "expect", "session", "conversation", "destination", "results"})
 
 
-def _scenario(document: SourceDocument, file: Path,
+def scenario_of(document: SourceDocument, file: Path,
               defaults: Mapping[str, Any] | None = None) -> Scenario:
     """One scenario; ``defaults`` fills actor, world, now and faults it does not give."""
     data = document.data
@@ -286,8 +286,8 @@ def run_scenario(scenario: Scenario, config: GateConfig, store: ReceiptStore,
         request_id = request_prefix + str(step.get("request_id", scenario.name))
         if "confirm" in step:
             confirm = step["confirm"] or {}
-            token = confirm.get("token", draft_token) if isinstance(confirm, dict) \
-                else draft_token
+            token = (confirm.get("token", draft_token) if isinstance(confirm, dict)
+                else draft_token)
             if not token:
                 failures.append(f"step {index + 1}: nothing to confirm (no draft before it)")
                 break

@@ -204,8 +204,8 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
         schema["anyOf"] = [*schema.get("anyOf", ()), *schema.pop("oneOf")]
     if notes:
         said = "; ".join(notes)
-        schema["description"] = f"{schema['description']} ({said})" \
-            if schema.get("description") else f"({said})"
+        schema["description"] = (f"{schema['description']} ({said})"
+            if schema.get("description") else f"({said})")
     for key in _SUBSCHEMA_LISTS:
         if isinstance(schema.get(key), list):
             schema[key] = [_strict(dict(each)) if isinstance(each, Mapping) else each
@@ -234,8 +234,8 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     kind = schema.get("type")
     scalar = kind not in ("object", "array") and not (isinstance(kind, list) and (
         "object" in kind or "array" in kind))
-    if isinstance(kind, str | list) and scalar and "enum" not in schema \
-            and "const" not in schema:
+    if (isinstance(kind, str | list) and scalar and "enum" not in schema
+            and "const" not in schema):
         schema["type"] = [*([kind] if isinstance(kind, str) else kind), "null"]
         return schema
     if isinstance(schema.get("anyOf"), list) and "type" not in schema:
@@ -275,8 +275,8 @@ def from_strict_arguments(schema: Mapping[str, Any], arguments: Any) -> Any:
     back: dict[str, Any] = {}
     for key, value in arguments.items():
         own = properties.get(key)
-        if value is None and key not in required and isinstance(own, Mapping) \
-                and not _accepts_null(own):
+        if (value is None and key not in required and isinstance(own, Mapping)
+                and not _accepts_null(own)):
             continue
         back[key] = from_strict_arguments(own, value) if isinstance(own, Mapping) else value
     return back
@@ -343,8 +343,8 @@ def _problems(contract: Contract, tool_format: ToolFormat) -> list[str]:
     if schema.get("type") != "object":
         problems.append(f"{where}: {tool_format.title} needs `type: object` at the top of "
                         "spec.arguments")
-    if tool_format.render is mcp_tool and contract.result_schema is not None \
-            and contract.result_schema.get("type") != "object":
+    if (tool_format.render is mcp_tool and contract.result_schema is not None
+            and contract.result_schema.get("type") != "object"):
         problems.append(f"{where}: MCP needs `type: object` at the top of spec.result (an "
                         "outputSchema describes a result object); wrap the result in one")
     if not tool_format.top_level_combinators_allowed:

@@ -236,8 +236,8 @@ def _public_key(where: str, name: str, pem: bytes) -> VerificationKey:
     try:
         key = load_pem_public_key(pem)
     except ValueError:
-        raise IdentityConfigError(f"{where}: public_key {name} is not a PEM public key") \
-            from None
+        raise IdentityConfigError(
+            f"{where}: public_key {name} is not a PEM public key") from None
     if isinstance(key, rsa.RSAPublicKey):
         return VerificationKey(key, "RS256")
     if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
@@ -256,8 +256,8 @@ def _jwks(where: str, name: str, text: str) -> dict[str | None, VerificationKey]
         raise IdentityConfigError(f"{where}: jwks {name}: {error}") from None
     keys: dict[str | None, VerificationKey] = {}
     for each in key_set.keys:
-        algorithm = each.algorithm_name if each.algorithm_name in ("RS256", "ES256") \
-            else _JWKS_ALGORITHMS.get(str(each.key_type))
+        algorithm = (each.algorithm_name if each.algorithm_name in ("RS256", "ES256")
+            else _JWKS_ALGORITHMS.get(str(each.key_type)))
         if algorithm is None:
             raise IdentityConfigError(f"{where}: jwks {name}: key {each.key_id!r} is neither "
                                       "RS256 nor ES256")
@@ -266,8 +266,8 @@ def _jwks(where: str, name: str, text: str) -> dict[str | None, VerificationKey]
 
 
 def _mapping(where: str, claims: Any) -> ClaimMapping:
-    if not isinstance(claims, dict) or not isinstance(claims.get("actor"), dict) \
-            or not claims["actor"]:
+    if (not isinstance(claims, dict) or not isinstance(claims.get("actor"), dict)
+            or not claims["actor"]):
         raise IdentityConfigError(f"{where}: claims.actor must map actor fields to claims, "
                                   "e.g. {id: sub, tenant: tenant}")
     session = claims.get("session") or {}
@@ -345,8 +345,8 @@ class BearerAuth:
     async def _unauthorized(self, send: Send, reason: str, had_token: bool) -> None:
         error = "invalid_token" if had_token else "invalid_request"
         body = json.dumps({"error": error, "error_description": reason}).encode()
-        challenge = f'Bearer realm="{self.realm}", error="{error}", ' \
-                    f'error_description="{reason.replace(chr(34), chr(39))}"'
+        challenge = (f'Bearer realm="{self.realm}", error="{error}", '
+                    f'error_description="{reason.replace(chr(34), chr(39))}"')
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

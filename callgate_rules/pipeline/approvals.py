@@ -124,8 +124,8 @@ def covered(question: str, paths: Sequence[tuple[str, ...]], rejection: Rejectio
     not, the question is noted (``ASKED``) so the person's approval can cover it next time.
     Only a confirmation a rule asked because it was false is covered: one asked because
     the rule could not be evaluated is asked again."""
-    if rejection is None or rejection.error_class != ErrorClass.CONFIRMATION_REQUIRED \
-            or rejection.extra.get("evaluation_error"):
+    if (rejection is None or rejection.error_class != ErrorClass.CONFIRMATION_REQUIRED
+            or rejection.extra.get("evaluation_error")):
         return False
     key = question_key(question, variables["actor"], variables["args"], paths)
     if key is None:

@@ -30,11 +30,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import DeadlineKeeping, keeps_deadline
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.preview import Preview, approve
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store.history import HistoryEntry
 
 P = ParamSpec("P")
@@ -42,8 +42,8 @@ T = TypeVar("T")
 
 # The event loop of the ``a…`` call a pipeline runs for: set in the context the worker
 # thread runs in, which the executor's thread copies (``execute.send``).
-_CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = \
-    contextvars.ContextVar("callgate_caller_loop", default=None)
+_CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = (
+    contextvars.ContextVar("callgate_caller_loop", default=None))
 _workers = concurrent.futures.ThreadPoolExecutor(max_workers=32,
                                                  thread_name_prefix="callgate-async")
 

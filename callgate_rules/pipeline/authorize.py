@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from jsonschema.exceptions import best_match
@@ -28,7 +29,7 @@ from callgate_rules.documents.model import (
     OnError,
 )
 from callgate_rules.documents.yaml_errors import boolean_hint
-from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
+from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.outcome import Rejection, as_decided
 from callgate_rules.pipeline.validate import MaySee, unavailable_message
 from callgate_rules.taxonomy import NOT_FOUND_USER_MESSAGE, ErrorClass
@@ -179,8 +180,8 @@ def denial(
         f"denied by {name}",
         rule=name,
         # rendered when first read: most denials are only routed
-        agent_message=Deferred(_denial_message, contract, rule, record_lookups,
-                               as_decided(variables, denial_reads(contract, record_lookups))),
+        agent_message=partial(_denial_message, contract, rule, record_lookups,
+                              as_decided(variables, denial_reads(contract, record_lookups))),
         user_message=NOT_FOUND_USER_MESSAGE if record_lookups else None,
         speaks_as=ErrorClass.NOT_FOUND if record_lookups else None,
     )

@@ -1,16 +1,29 @@
-"""What the gate answers: a typed decision with its route, three messages and a trace."""
+"""What the gate answers: one record of what was decided (``Decided``), and the decision a
+host reads (``Decision``): its route, three messages and a trace.
+
+Step 7 makes the record once. The decision's plain fields are set from it at once; its
+messages, log record and trace are worked out from it by plain functions
+(``rejection_messages.messages_of``, ``record.log_of``, ``trace_entries``) on first read and
+kept: most decisions' logs and traces are never read by anyone, and building them is a good
+part of a decision's cost. Each of those functions depends on the record alone (the request
+ID is drawn when the record is made), so two threads reading one decision at once get the
+same answer and no lock is needed.
+"""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from functools import partial
-from typing import Any, Generic, TypeVar, overload
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from callgate_rules.pipeline import record, rejection_messages
 from callgate_rules.taxonomy import ErrorClass, Route
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from callgate_rules.documents.model import Contract, Routing
+    from callgate_rules.pipeline.outcome import Rejection
+    from callgate_rules.pipeline.parse import ParsedCall
+    from callgate_rules.provenance import Sealer
 
 
 @dataclass(frozen=True)
@@ -28,119 +41,12 @@ class TraceEntry:
 
 
 # What the steps record while deciding: (step, subject, result) or (step, subject, result,
-# detail). A plain tuple costs a fraction of a TraceEntry; ``Decision.trace`` turns them into
-# entries when someone reads it.
+# detail). The steps append plain tuples; ``Decision.trace`` makes them entries when read.
 RawTraceEntry = tuple[str, str, str] | tuple[str, str, str, str]
 
 
 def trace_entries(raw: tuple[RawTraceEntry, ...]) -> tuple[TraceEntry, ...]:
     return tuple(TraceEntry(*entry) for entry in raw)
-
-
-class Deferred(partial[T], Generic[T]):
-    """A value worked out on first read: ``Deferred(function, *arguments)`` stands for
-    ``function(*arguments)``. Most decisions' log records and traces are never read by
-    anyone, and building them is a good part of a decision's cost. A ``partial``, so that
-    making one is a single call into C."""
-
-    __slots__ = ()
-
-
-# A message of a pair: its text, or, when it could not be rendered, what fails again on
-# each read of it, as a message of its own would (the other message is read all the same).
-PairedMessage = str | Deferred[str]
-
-
-class DeferredMessages(partial[tuple[PairedMessage, PairedMessage]]):
-    """A rejection's agent and user messages, worked out together on the first read of
-    either: ``DeferredMessages(function, *arguments)`` stands for ``function(*arguments)``,
-    the pair (agent, user). Both fields are given the same object: one to make for a
-    rejected call instead of one per message."""
-
-    __slots__ = ()
-
-
-MESSAGE_FIELDS = ("agent_message", "user_message")  # in a DeferredMessages' order
-
-
-# One lock for every first read of a deferred field, so two threads reading one decision's
-# log see the same record (it may hold a request ID drawn on that read).
-_FIRST_READ = threading.Lock()
-
-
-class _DeferredField(Generic[T]):
-    """A dataclass field that may be given a ``Deferred``, computed once on first read; or,
-    for the two messages, one ``DeferredMessages``, which the first read of either field
-    turns into both messages.
-
-    The value lives in the instance's ``__dict__`` under the field's own name; this data
-    descriptor on the class comes first in attribute look-up, so every read goes through
-    ``__get__``. ``dataclasses.replace``, ``fields``, ``asdict``, ``==`` and ``repr`` see
-    the computed value, as if the field were an ordinary one."""
-
-    def __init__(self, *default: T) -> None:
-        self.default = default  # () when the field has no default
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type) -> T: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type) -> T: ...
-
-    def __get__(self, instance: object | None, owner: type) -> T:
-        if instance is None:  # dataclass asks the class for the field's default
-            if not self.default:
-                raise AttributeError(self.name)
-            return self.default[0]
-        fields = instance.__dict__
-        value = fields[self.name]
-        if type(value) is Deferred or type(value) is DeferredMessages:
-            with _FIRST_READ:
-                value = fields[self.name]
-                if type(value) is Deferred:
-                    value = fields[self.name] = value()
-                elif type(value) is DeferredMessages:
-                    # each field the pair stands for gets its own message
-                    for name, message in zip(MESSAGE_FIELDS, value(), strict=True):
-                        if fields[name] is value:
-                            fields[name] = message
-                    value = fields[self.name]
-                    if type(value) is Deferred:  # this one could not be rendered
-                        value = value()
-        result: T = value
-        return result
-
-    def __set__(self, instance: object, value: T | Deferred[T] | DeferredMessages) -> None:
-        instance.__dict__[self.name] = value
-
-
-class _TraceField(_DeferredField[tuple[TraceEntry, ...]]):
-    """The trace: a ``_DeferredField``, which may also be given the raw entries the steps
-    recorded as they are, a tuple of tuples, to become ``TraceEntry``s on first read. Every
-    check and every executed call hands its trace over so: a ``Deferred`` to make and free
-    would cost more than the tuple (a ``TraceEntry`` is no tuple, so a trace read already
-    is never taken for raw entries)."""
-
-    @overload
-    def __get__(self, instance: None, owner: type) -> tuple[TraceEntry, ...]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type) -> tuple[TraceEntry, ...]: ...
-
-    def __get__(self, instance: object | None, owner: type) -> tuple[TraceEntry, ...]:
-        if instance is not None:
-            fields = instance.__dict__
-            value = fields[self.name]
-            if type(value) is tuple and value and type(value[0]) is tuple:
-                with _FIRST_READ:
-                    value = fields[self.name]
-                    if type(value) is tuple and value and type(value[0]) is tuple:
-                        value = fields[self.name] = trace_entries(value)
-                return value  # type: ignore[no-any-return]
-        return super().__get__(instance, owner)
 
 
 @dataclass(frozen=True)
@@ -153,98 +59,229 @@ class ShadowVerdict:
     message: str
 
 
-# Bound once: looked up on ``object`` by every ``Decision.of_check``, they cost a few hundred.
-_new_object, _set_attribute = object.__new__, object.__setattr__
+class Decided(NamedTuple):
+    """What step 7 decided about one proposal, made once: everything a decision's messages
+    and log record are worked out from. What the host handed in and may change afterwards
+    (the actor, the arguments) is copied, one level deep.
+
+    A named tuple, made from its fields in their order (``Router.decided``): one is made per
+    decision, and a frozen dataclass, or a call by keyword, would cost several times as
+    much as the rest of the record."""
+
+    # the verdict
+    route: Route
+    error_class: ErrorClass | None
+    rule: str | None  # the deciding rule: the allow rule's name, or the rejection's
+    detail: str  # for the log only
+    rejection: Rejection | None  # None when allowed
+    # what it was about, and what it read, as decided on
+    contract: Contract | None
+    call: ParsedCall | None
+    versions: Mapping[str, str]  # the documents decided with; the plan's, never changed
+    actor: dict[str, Any]
+    arguments: dict[str, Any] | None
+    session: Mapping[str, Any] | None
+    variables: Mapping[str, Any]  # what the rules read
+    more: dict[str, Any] | None  # for a rejection the plan prepared: what its messages read
+    shadow: tuple[ShadowVerdict, ...]
+    # when, and for which request
+    request_id: str
+    decided_at: float  # seconds since the epoch
+    elapsed: float  # seconds spent on steps 1–4
+    # how its messages are worded
+    routing: Routing
+    tools: str  # the tools an unknown one is told about
 
 
-@dataclass(frozen=True)
+class Finished(NamedTuple):
+    """What steps 5–7 added to a decision that went on to execution: the log of such a
+    decision is the check's (``basis.log``) with these facts."""
+
+    basis: Decision  # the decision of steps 1–4
+    contract: Contract
+    operation: str | None
+    detail: str  # for the log only: what an executor, a finder or a store said
+    receipt_state: str | None
+    result: Any
+    review_id: str | None
+    elapsed_ms: float
+    counted: Mapping[str, Any]  # what the counters read, worked out when it ended
+
+
+# A message, log or trace not given: worked out from the decision's record when first read.
+FROM_RECORD: Any = object()
+
+
 class Decision:
-    """The gate's answer to one proposal. ``error_class`` is ``None`` when all went well."""
+    """The gate's answer to one proposal. ``error_class`` is ``None`` when all went well.
+
+    A decision made by step 7 (``Decision.of``) works out ``agent_message``,
+    ``user_message``, ``log`` and ``trace`` from its record (``decided``; ``finished`` once
+    executed) when first read; one made otherwise (a refused confirmation, say) is given
+    them. Each field below with a default holds it until set: an instance keeps only what
+    it was given."""
 
     route: Route
     error_class: ErrorClass | None
-    tool: str | None
-    contract_version: str | None
-    rule: str | None  # the rule that decided, as ``document/rule`` or ``tool/rule``
-    # The three fields below are built when first read (a rejection's messages too): mypy
-    # takes them for fields with a default; they have none: asked for one, the descriptor
-    # raises AttributeError, which is how dataclasses tell a field without one.
-    agent_message: _DeferredField[str] = _DeferredField()  # back into the model's context
-    user_message: _DeferredField[str] = _DeferredField()  # safe to show the person in the chat
-    # for engineers: masked, structured, one JSON line
-    log: _DeferredField[Mapping[str, Any]] = _DeferredField()
-    versions: Mapping[str, str]  # type: ignore[misc]  # every document that took part
-    trace: _TraceField = _TraceField(())
+    tool: str | None = None
+    contract_version: str | None = None
+    rule: str | None = None  # the rule that decided, as ``document/rule`` or ``tool/rule``
+    versions: Mapping[str, str]  # every document that took part; the decision's own
     arguments: Mapping[str, Any] | None = None  # the validated arguments
     call_id: str | None = None  # the model's own call ID, to answer it in its format
     candidates: tuple[Mapping[str, Any], ...] = ()  # for ``ambiguous``: permitted fields only
     warnings: tuple[ShadowVerdict, ...] = ()
     operation_id: str | None = None
-    result: Any = None  # the destination's original result, apart from the model's retelling
+    result: Any = None  # the destination's own result, apart from the model's retelling
     draft: str | None = None  # what a person confirms, for ``await_confirmation``
     confirmation_token: str | None = None
     limit_path: str | None = None  # set when a budget's limit decided the route
     retry_after: float | None = None  # seconds to wait, for ``retry``
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any]
+    sealer: Sealer | None = None  # what the formats helpers seal the agent message with
+    decided: Decided | None = None  # the record step 7 made
+    finished: Finished | None = None  # what steps 5–7 added to it
+    # Given, or worked out from the record when first read (a message is its error when it
+    # could not be rendered: ``_read``).
+    _agent_message: str | Exception = FROM_RECORD  # back into the model's context
+    _user_message: str | Exception = FROM_RECORD  # safe to show the person in the chat
+    _log: Mapping[str, Any] = FROM_RECORD  # for engineers: masked, structured, one JSON line
+    _trace: tuple[TraceEntry, ...] | tuple[RawTraceEntry, ...] = ()
+
+    def __init__(
+        self, route: Route, error_class: ErrorClass | None, *, tool: str | None = None,
+        contract_version: str | None = None, rule: str | None = None,
+        agent_message: str = FROM_RECORD, user_message: str = FROM_RECORD,
+        log: Mapping[str, Any] = FROM_RECORD, versions: Mapping[str, str] | None = None,
+        trace: tuple[TraceEntry, ...] | tuple[RawTraceEntry, ...] = (),
+        arguments: Mapping[str, Any] | None = None, call_id: str | None = None,
+        candidates: tuple[Mapping[str, Any], ...] = (),
+        warnings: tuple[ShadowVerdict, ...] = (), operation_id: str | None = None,
+        result: Any = None, draft: str | None = None, confirmation_token: str | None = None,
+        limit_path: str | None = None, retry_after: float | None = None,
+        extra: Mapping[str, Any] | None = None, sealer: Sealer | None = None,
+        decided: Decided | None = None, finished: Finished | None = None,
+    ) -> None:
+        self.route, self.error_class = route, error_class
+        self.tool, self.contract_version, self.rule = tool, contract_version, rule
+        self._agent_message, self._user_message = agent_message, user_message
+        self._log, self._trace = log, trace
+        self.versions = {} if versions is None else versions
+        self.arguments, self.call_id = arguments, call_id
+        self.candidates, self.warnings = candidates, warnings
+        self.operation_id, self.result = operation_id, result
+        self.draft, self.confirmation_token = draft, confirmation_token
+        self.limit_path, self.retry_after = limit_path, retry_after
+        self.extra = {} if extra is None else extra
+        self.sealer, self.decided, self.finished = sealer, decided, finished
 
     @classmethod
-    def of_check(
-        cls,
-        route: Route,
-        error_class: ErrorClass | None,
-        tool: str | None,
-        contract_version: str | None,
-        rule: str | None,
-        agent_message: str | Deferred[str] | DeferredMessages,
-        user_message: str | Deferred[str] | DeferredMessages,
-        log: Mapping[str, Any] | Deferred[Mapping[str, Any]],
-        versions: Mapping[str, str],
-        trace: tuple[TraceEntry, ...] | tuple[RawTraceEntry, ...]
-        | Deferred[tuple[TraceEntry, ...]],
-        arguments: Mapping[str, Any] | None,
-        call_id: str | None,
-        candidates: tuple[Mapping[str, Any], ...],
-        warnings: tuple[ShadowVerdict, ...],
-    ) -> Decision:
-        """The same decision as ``Decision(...)`` with these fields (in this order), made
-        faster: a frozen dataclass's ``__init__`` sets every field through
-        ``object.__setattr__``, a measurable part of a whole decision; this fills the
-        instance's ``__dict__`` in one step, and leaves the fields a check never sets to
-        their defaults on the class (so too ``candidates`` and ``warnings`` when empty: each
-        key of that dict costs about 250 instructions of a decision's 120,000)."""
-        decision = _new_object(cls)
-        values: dict[str, Any] = {
-            "route": route, "error_class": error_class, "tool": tool,
-            "contract_version": contract_version, "rule": rule,
-            "agent_message": agent_message, "user_message": user_message, "log": log,
-            "versions": versions, "trace": trace, "arguments": arguments, "call_id": call_id,
-            "extra": {},
-        }
-        if candidates:
-            values["candidates"] = candidates
-        if warnings:
-            values["warnings"] = warnings
-        _set_attribute(decision, "__dict__", values)
+    def of(cls, decided: Decided, trace: tuple[RawTraceEntry, ...],
+           agent_message: str = FROM_RECORD, user_message: str = FROM_RECORD) -> Decision:
+        """The decision step 7 makes of its record: the fields the host reads at once are
+        set from it, the others keep their defaults; the messages (unless given), the log
+        and the trace are worked out when first read. (Made without ``__init__``, whose
+        twenty-odd keyword arguments would cost a tenth of a whole decision.)"""
+        decision = object.__new__(cls)
+        decision.route, decision.error_class = decided.route, decided.error_class
+        decision.rule, decision.decided, decision._trace = decided.rule, decided, trace
+        contract, call, rejection = decided.contract, decided.call, decided.rejection
+        if contract is not None:
+            decision.tool, decision.contract_version = contract.name, contract.version
+        decision.versions = dict(decided.versions)  # the decision's own, to change at will
+        decision.extra = {}
+        if call is not None:
+            decision.arguments, decision.call_id = call.arguments, call.call_id
+        if rejection is not None and rejection.candidates:
+            decision.candidates = rejection.candidates
+        if decided.shadow:  # warn-mode verdicts travel with the decision; audit ones in the log
+            decision.warnings = tuple(v for v in decided.shadow if v.mode == "warn")
+        if agent_message is not FROM_RECORD:
+            decision._agent_message, decision._user_message = agent_message, user_message
         return decision
+
+    @property
+    def agent_message(self) -> str:
+        """What goes back into the model's context."""
+        if self._agent_message is FROM_RECORD:
+            self._word()
+        return _read(self._agent_message)
+
+    @property
+    def user_message(self) -> str:
+        """What is safe to show the person in the chat."""
+        if self._user_message is FROM_RECORD:
+            self._word()
+        return _read(self._user_message)
+
+    @property
+    def log(self) -> Mapping[str, Any]:
+        """The log record: masked, structured, one JSON line for engineers."""
+        if self._log is FROM_RECORD:
+            self._log = record.log_of(self)
+        return self._log
+
+    @property
+    def trace(self) -> tuple[TraceEntry, ...]:
+        trace = self._trace
+        if trace and type(trace[0]) is tuple:  # the steps' raw entries, made entries now
+            trace = self._trace = trace_entries(trace)
+        return trace  # type: ignore[return-value]
 
     @property
     def allowed(self) -> bool:
         return self.error_class is None
 
+    def counted(self) -> Mapping[str, Any]:
+        """What ``decision_log.count`` reads of the log: for an executed call whose log
+        nobody has read yet, the few facts worked out when it ended, so that counting does
+        not build the whole record; else the log."""
+        if self._log is FROM_RECORD and self.finished is not None:
+            return self.finished.counted
+        return self.log
+
+    def _word(self) -> None:
+        """Both messages of a rejection, worked out together on the first read of either."""
+        assert self.decided is not None, "a decision not made by step 7 is given its messages"
+        self._agent_message, self._user_message = rejection_messages.messages_of(self.decided)
+
+    def replace(self, **changes: Any) -> Decision:
+        """A copy with ``changes`` (any of the constructor's arguments), as
+        ``dataclasses.replace``; what is still to be worked out stays so in the copy."""
+        given = {name: getattr(self, name) for name in _PLAIN}
+        given.update(agent_message=self._agent_message, user_message=self._user_message,
+                     log=self._log, trace=self._trace)
+        return Decision(**{**given, **changes})
+
+    def fields(self) -> dict[str, Any]:
+        """Every public field by name, each read (so worked out)."""
+        return {name: getattr(self, name) for name in PUBLIC_FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    __hash__ = None  # type: ignore[assignment]  # it holds dicts
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.fields().items())
+        return f"Decision({shown})"
+
     def __getstate__(self) -> dict[str, Any]:
-        """What ``pickle`` and ``copy`` take: every field read, so that a decision still
-        unread copies (its deferred parts may hold what cannot be pickled) and a copy and
-        its original tell the same (the log's request ID is drawn once). A message that
-        cannot be rendered is copied as it is, to fail again when the copy reads it."""
-        state = {}
-        for name in list(self.__dict__):
-            if name == "sealer":  # holds a key: a copy seals with the default sealer
-                continue
-            try:
-                state[name] = getattr(self, name)
-            except Exception:
-                state[name] = self.__dict__[name]
+        """What ``pickle`` and ``copy`` take: every public field worked out (the record may
+        hold what cannot be pickled). A message that cannot be rendered is copied as it
+        is, to fail again when the copy reads it; the sealer, which holds a key, is left
+        out: a copy seals with the default sealer."""
+        if self._agent_message is FROM_RECORD and self.decided is not None:
+            self._word()
+        state = {name: getattr(self, name) for name in PUBLIC_FIELDS
+                 if name not in MESSAGE_FIELDS}
+        state["agent_message"], state["user_message"] = self._agent_message, self._user_message
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``callgate check --format json``."""
@@ -270,16 +307,18 @@ class Decision:
         }
 
 
-# ``Decision.of_check`` lists every field without a default, and ``extra``; the others it
-# leaves to their defaults, which must be readable on the class: a field added to Decision
-# must be added there, or have a plain default.
-_OF_CHECK_FIELDS = ("route", "error_class", "tool", "contract_version", "rule", "agent_message",
-                    "user_message", "log", "versions", "trace", "arguments", "call_id",
-                    "candidates", "warnings")
-_CLASS_DEFAULTS = ("operation_id", "result", "draft", "confirmation_token", "limit_path",
-                   "retry_after")
-_LEFT_WHEN_EMPTY = ("candidates", "warnings")  # of_check sets them only when not empty
-if tuple(each.name for each in fields(Decision)) != \
-        (*_OF_CHECK_FIELDS, *_CLASS_DEFAULTS, "extra") or \
-        any(not hasattr(Decision, name) for name in (*_LEFT_WHEN_EMPTY, *_CLASS_DEFAULTS)):
-    raise AssertionError("Decision's fields changed: update Decision.of_check")
+MESSAGE_FIELDS = ("agent_message", "user_message")
+# The plain fields, as the class declares them (what ``replace`` copies as it is), and the
+# fields a host reads: those but the three for the gate's own use, and the four worked out
+# from the record.
+_PLAIN = tuple(name for name in Decision.__annotations__ if not name.startswith("_"))
+PUBLIC_FIELDS = (*(name for name in _PLAIN if name not in ("sealer", "decided", "finished")),
+                 *MESSAGE_FIELDS, "log", "trace")
+
+
+def _read(message: str | Exception) -> str:
+    """A message, or, when it could not be rendered, its error raised on every read, as a
+    message of its own would (the other message is read all the same)."""
+    if isinstance(message, Exception):
+        raise message.with_traceback(None)
+    return message

@@ -30,10 +30,13 @@ from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import ConfirmationError, StoreError
 from callgate_rules.pipeline import parse, propose
 from callgate_rules.pipeline.approvals import record_approval
+from callgate_rules.pipeline.budgets import Run, goes_on
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry
+from callgate_rules.pipeline.endings import Ending
 from callgate_rules.pipeline.execute import Executor, Finder
 from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
 from callgate_rules.pipeline.holding import held_for_person
+from callgate_rules.pipeline.logged import logged
 from callgate_rules.pipeline.lookups import AbandonedLookups, abandoned
 from callgate_rules.pipeline.machine import (
     Retries,
@@ -47,8 +50,7 @@ from callgate_rules.pipeline.machine import (
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.preview import Preview, previewed
-from callgate_rules.pipeline.record import counted
-from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
+from callgate_rules.pipeline.progress import Progress
 from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.provenance import Sealer, default_sealer, read_conversation
@@ -109,8 +111,8 @@ class ClosesItsStore:
 def opened(store: ReceiptStore | str | None) -> tuple[ReceiptStore | None, bool]:
     """The store a gate uses (opened from a URL; ``None``: the default, opened on first use),
     and whether the gate opened it — and so closes it."""
-    return (open_store(store) if isinstance(store, str) else store), \
-        store is None or isinstance(store, str)
+    return ((open_store(store) if isinstance(store, str) else store),
+        store is None or isinstance(store, str))
 
 
 class Gate(ClosesItsStore):
@@ -229,11 +231,12 @@ class Gate(ClosesItsStore):
         ``session`` holds facts about the session that no argument can prove (declared by
         the AccessPolicy's ``session`` schema); ``conversation`` is the message list that
         led to the proposal (OpenAI or Anthropic format), from which the ``provenance`` of
-        every argument value is worked out. Without a request ID, one is drawn when the
-        log record is first read. ``run`` or ``history``: what ``history`` holds (see
+        every argument value is worked out. Without a request ID, the decision draws one
+        for its log. ``run`` or ``history``: what ``history`` holds (see
         ``handle``); nothing is recorded."""
-        return self._sealed(self._check(model_output, actor, now or self.clock(), request_id,
-                                        session, conversation, run, history)[0])
+        return self._sealed(self.decide_steps(
+            model_output, actor, now or self.clock(), request_id=request_id, session=session,
+            conversation=conversation, run=run, history=history)[0])
 
     def preview(self, model_output: Any, *, actor: Mapping[str, Any], request_id: str,
                 now: datetime | None = None, session: Mapping[str, Any] | None = None,
@@ -244,16 +247,19 @@ class Gate(ClosesItsStore):
         or held. Pass the ``run`` that ``approve`` will handle it in, so rules over its
         ``history`` preview as they will decide."""
         now = now or self.clock()
-        decision, progress = self._check(model_output, actor, now, request_id, session,
-                                         conversation, run, history)
-        return previewed(self._sealed(decision), progress, actor, request_id, self.secret,
-                         self.config.routing, now)
+        decision, progress = self.decide_steps(model_output, actor, now, request_id=request_id,
+                                         session=session, conversation=conversation, run=run,
+                                         history=history)
+        return previewed(self._sealed(decision), progress, actor, request_id,
+                         secret=self.secret, routing=self.config.routing, now=now)
 
-    def _check(self, model_output: Any, actor: Mapping[str, Any], now: datetime,
-               request_id: str | None, session: Mapping[str, Any] | None = None,
-               conversation: Any = None, run: Run | None = None,
-               history: Sequence[HistoryEntry] | None = None,
-               hold: RunHold | None = None) -> tuple[Decision, Progress]:
+    def decide_steps(self, model_output: Any, actor: Mapping[str, Any], now: datetime, *,
+                     request_id: str | None, session: Mapping[str, Any] | None = None,
+                     conversation: Any = None, run: Run | None = None,
+                     history: Sequence[HistoryEntry] | None = None,
+                     hold: RunHold | None = None) -> tuple[Decision, Progress]:
+        """Steps 1–4 and the route, nothing stored: what ``pipeline.hosted`` reuses (with
+        ``write_machine``, ``hold_for_person``, ``recorded``), never copies."""
         config = self.config  # ``plans``, without a call while the configuration stays
         plans = self._plans_of_config if self._plans_of_config.config is config else self.plans
         limits = config.routing.input_limits
@@ -269,10 +275,10 @@ class Gate(ClosesItsStore):
             plan = progress.plan = plans.tools.get(contract.name) or plans.tool(contract)
             trace.append(plan.parsed if call.note is None else (*plan.parsed[:3], call.note))
             if plan.reads_history:  # the run so far (and its approvals), for the rules
-                read_run(self, contract, run, history, now, hold, progress.variables)
+                read_run(self, contract, run, history, now,
+                         hold=hold, variables=progress.variables)
             outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
-                call.arguments, actor, progress.session, now, self.resolvers,
-                progress.conversation, progress.variables, trace, progress.shadow)
+                call.arguments, actor, now, self.resolvers, progress)
         except Rejection as raised:
             # Its messages are rendered when first read and keep it until then; its
             # traceback would keep every frame of the steps with it.
@@ -297,8 +303,9 @@ class Gate(ClosesItsStore):
         hold = RunHold(self, run.run_id if run is not None and history is None else None)
         run = run or Run(started_at=now)
         with hold:
-            decision, progress = self._check(model_output, actor, now, request_id, session,
-                                             conversation, run, history, hold)  # 1–4
+            decision, progress = self.decide_steps(  # 1–4
+                model_output, actor, now, request_id=request_id, session=session,
+                conversation=conversation, run=run, history=history, hold=hold)
             limit = run.admit(decision, self.config.routing.budgets, now)
             if limit is not None:  # 7 ROUTE: a run limit reached takes the limit path
                 decision = self.plans.router.limit_path(decision, limit, actor,
@@ -306,11 +313,11 @@ class Gate(ClosesItsStore):
             elif goes_on(decision):  # 5 EXECUTE, 6 RECONCILE, 7 ROUTE
                 decision = self._execute(decision, progress, actor, request_id)
             run.ended(decision)
-            if history is None and progress.contract is not None \
-                    and self.plans.records_history:
+            if (history is None and progress.contract is not None
+                    and self.plans.records_history):
                 entry = entry_of(decision, progress.contract, run.run_id, request_id, now)
                 kept_in_history(lambda: self.histories.record_history(entry), self.count)
-        return self._record(decision)
+        return self.recorded(decision)
 
     def confirm(self, token: str, *, actor: Mapping[str, Any], confirmed_by: str,
                 now: datetime | None = None,
@@ -323,49 +330,50 @@ class Gate(ClosesItsStore):
         try:
             receipt = confirmation.waiting_receipt(self.store, self.secret, token, actor, now)
         except ConfirmationError as error:
-            return self._record(router.refused_confirmation(str(error)))
+            return self.recorded(router.refused_confirmation(str(error)))
         except StoreError as error:
-            return self._record(router.refused_confirmation(STORE_DOWN, detail=str(error)))
+            return self.recorded(router.refused_confirmation(STORE_DOWN, detail=str(error)))
         if receipt.state == ReceiptState.SUCCEEDED:
-            return self._record(router.already_confirmed(receipt))
+            return self.recorded(router.already_confirmed(receipt))
         if receipt.state != ReceiptState.AWAITING_CONFIRMATION:  # used: its write ran or runs
-            return self._record(router.used_confirmation(receipt))
+            return self.recorded(router.used_confirmation(receipt))
         try:
-            run_id = self.histories.run_of(receipt.operation_id) \
-                if self.plans.records_history else None
+            run_id = (self.histories.run_of(receipt.operation_id)
+                if self.plans.records_history else None)
         except StoreError as error:
-            return self._record(router.refused_confirmation(STORE_DOWN, detail=str(error)))
+            return self.recorded(router.refused_confirmation(STORE_DOWN, detail=str(error)))
         # Rules over the run are decided again, holding its lease until the write's entry
         # says it ran, as ``handle`` holds it.
         with RunHold(self, run_id) as hold:
-            return self._confirmed(receipt, actor, confirmed_by, now, session, run_id, hold)
+            return self._confirmed(receipt, actor, confirmed_by, now, session=session,
+                                   run_id=run_id, hold=hold)
 
     def _confirmed(self, receipt: Receipt, actor: Mapping[str, Any], confirmed_by: str,
-                   now: datetime, session: Mapping[str, Any] | None, run_id: str | None,
+                   now: datetime, *, session: Mapping[str, Any] | None, run_id: str | None,
                    hold: RunHold) -> Decision:
         """``confirm`` once the token named a waiting receipt: checked again, claimed, run."""
         router = self.plans.router
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        decision, progress = self._check(call, actor, now, receipt.request_id, session,
-                                         None, None if run_id is None else
-                                         Run(started_at=now, run_id=run_id), None, hold)
+        decision, progress = self.decide_steps(
+            call, actor, now, request_id=receipt.request_id, session=session,
+            run=None if run_id is None else Run(started_at=now, run_id=run_id), hold=hold)
         if decision.error_class == ErrorClass.TRANSIENT:  # the run's history or lease: later
-            return self._record(decision)
+            return self.recorded(decision)
         if not goes_on(decision):  # rights or rules changed (covered meanwhile: it goes on)
-            return self._record(router.refused_confirmation(
+            return self.recorded(router.refused_confirmation(
                 f"the call no longer passes its checks ({decision.error_class or 'allowed'})",
                 decision))
-        machine = self._machine(progress, actor, receipt.request_id)
+        machine = self.write_machine(progress, actor, receipt.request_id)
         try:
             claim = self.store.claim_confirmed(
                 receipt.operation_id, confirmed_by=confirmed_by, worker=self.worker,
                 lease=machine.lease, now=now)
         except StoreError as error:
-            return self._record(router.refused_confirmation(STORE_DOWN, decision, str(error)))
+            return self.recorded(router.refused_confirmation(STORE_DOWN, decision, str(error)))
         if not claim.may_execute:
             if claim.receipt.state == ReceiptState.SUCCEEDED:  # another confirmation won
-                return self._record(router.already_confirmed(claim.receipt))
-            return self._record(router.used_confirmation(claim.receipt, decision))
+                return self.recorded(router.already_confirmed(claim.receipt))
+            return self.recorded(router.used_confirmation(claim.receipt, decision))
         progress.trace.append(("execute", "confirmation", "accepted", f"by {confirmed_by}"))
         record_approval(self.histories, self.count, progress.variables, receipt,
                         approved_by=confirmed_by, now=now, run_id=run_id)
@@ -374,7 +382,7 @@ class Gate(ClosesItsStore):
             kept_in_history(lambda: self.histories.mark_executed(
                 receipt.operation_id, at=now, route=str(ending.route),
                 result=kept_result(machine.contract, ending.result)), self.count)
-        return self._record(router.ended(decision, progress, ending, receipt.operation_id))
+        return self.recorded(router.ended(decision, progress, ending, receipt.operation_id))
 
     def _execute(self, decision: Decision, progress: Progress, actor: Mapping[str, Any],
                  request_id: str) -> Decision:
@@ -387,10 +395,10 @@ class Gate(ClosesItsStore):
             if not contract.is_write:
                 ending = read(contract, self._executor(contract), progress.call.arguments,
                               actor, records(contract, progress.variables),
-                              self.config.routing, self.store, self._retries(),
-                              _tracer(progress.trace))
+                              routing=self.config.routing, store=self.store,
+                              retries=self._retries(), trace=_tracer(progress.trace))
                 return router.ended(decision, progress, ending, None)
-            machine = self._machine(progress, actor, request_id)
+            machine = self.write_machine(progress, actor, request_id)
             operation = machine.operation.operation_id
             if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
                 return self._hold(decision, progress, machine)
@@ -400,8 +408,9 @@ class Gate(ClosesItsStore):
                                   self.config.routing.route_for(ErrorClass.TRANSIENT))
         return router.ended(decision, progress, ending, operation)
 
-    def _machine(self, progress: Progress, actor: Mapping[str, Any],
-                 request_id: str) -> WriteMachine:
+    def write_machine(self, progress: Progress, actor: Mapping[str, Any],
+                      request_id: str) -> WriteMachine:
+        """A write's operation and its ``WriteMachine``; nothing is claimed yet."""
         contract = progress.contract
         assert contract is not None and progress.call is not None
         operation = new_operation(contract, request_id, progress.call.arguments, actor)
@@ -424,15 +433,15 @@ class Gate(ClosesItsStore):
 
     def _hold(self, decision: Decision, progress: Progress, machine: WriteMachine) -> Decision:
         """A write that needs a person: held in the store, with a draft and a token."""
-        held = self._held(decision, progress, machine)
+        held = self.hold_for_person(decision, progress, machine)
         if held is None:  # the same call was already confirmed and run within this request
             ending: Ending = machine.run()
             return self.plans.router.ended(decision, progress, ending,
                                            machine.operation.operation_id)
         return held
 
-    def _held(self, decision: Decision, progress: Progress,
-              machine: WriteMachine) -> Decision | None:
+    def hold_for_person(self, decision: Decision, progress: Progress,
+                        machine: WriteMachine) -> Decision | None:
         """The write held for a person (``pipeline.holding``); ``None`` when its receipt is
         past waiting (confirmed meanwhile)."""
         return held_for_person(decision, progress, machine, secret=self.secret, now=self.clock(),
@@ -440,25 +449,17 @@ class Gate(ClosesItsStore):
 
     def _sealed(self, decision: Decision) -> Decision:
         """The decision, with the sealer the formats helpers seal its message with."""
-        decision.__dict__["sealer"] = self.sealer
+        decision.sealer = self.sealer
         return decision
 
-    def _record(self, decision: Decision) -> Decision:
+    def recorded(self, decision: Decision) -> Decision:
         """Count the decision and write its log line."""
         self._sealed(decision)
         with self._counters_lock:
-            decision_log.count(self.counters, counted(decision))  # the log: when read
-        if self.decision_log is not None:
-            self.decision_log.write(decision.log if self.bundle is None
-                                    else {**decision.log, "bundle": self.bundle})
+            decision_log.count(self.counters, decision.counted())  # the log: when read
+        if self.decision_log is not None:  # an executed write's receipt names its line
+            logged(self.decision_log, decision, self.bundle, lambda: self.store, self.count)
         return decision
-
-    # The steps a flow that pauses where the gate would call an executor reuses, never
-    # copies (``pipeline.hosted``, the decision service). Internal: they change with it.
-    decide_steps = _check  # steps 1–4 and the route: (decision, progress); nothing stored
-    write_machine = _machine  # a write's operation and WriteMachine; nothing claimed yet
-    hold_for_person = _held  # held with draft and token; None when past waiting
-    recorded = _record  # counted and written to the decision log
 
     def count(self, counter: str) -> None:
         with self._counters_lock:

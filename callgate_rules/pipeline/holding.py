@@ -4,14 +4,13 @@ arguments and the expiry, and the decision that says so (route ``await_confirmat
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from callgate_rules import confirmation
-from callgate_rules.pipeline.decision import Decision, trace_entries
+from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.machine import WriteMachine
+from callgate_rules.pipeline.progress import Progress
 from callgate_rules.pipeline.record import draft
-from callgate_rules.pipeline.route import Progress
 from callgate_rules.store.base import ReceiptState
 
 
@@ -34,8 +33,7 @@ def held_for_person(decision: Decision, progress: Progress, machine: WriteMachin
                                operation.args_hash, expires_at)
     progress.trace.append(("route", "confirmation", "draft held",
                            f"until {expires_at.isoformat()}"))
-    return replace(decision, operation_id=operation.operation_id,
-                   draft=held.text(), confirmation_token=token,
-                   trace=trace_entries(tuple(progress.trace)),
-                   log={**decision.log, "operation_id": operation.operation_id,
-                        "receipt_state": str(receipt.state)})
+    return decision.replace(operation_id=operation.operation_id, draft=held.text(),
+                            confirmation_token=token, trace=tuple(progress.trace),
+                            log={**decision.log, "operation_id": operation.operation_id,
+                                 "receipt_state": str(receipt.state)})

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -52,12 +52,14 @@ from callgate_rules.errors import (
     StoreError,
 )
 from callgate_rules.pipeline.approvals import record_approval
+from callgate_rules.pipeline.budgets import Run, goes_on
 from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.endings import Ending
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
 from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
-from callgate_rules.pipeline.route import Ending, Progress, Run, goes_on
+from callgate_rules.pipeline.progress import Progress
 from callgate_rules.pipeline.runs import run_from_history
 from callgate_rules.store.base import Receipt, ReceiptState, holds_lease
 from callgate_rules.store.history import HistoryEntry
@@ -141,8 +143,8 @@ class HostedWrites:
         next); one that needs a person is held, with its draft and confirmation token.
         ``run_id`` names the agent run: its budgets hold across requests (``pipeline.runs``)
         and the proposal joins its history."""
-        decision, progress = self._checked(model_output, actor, request_id, session,
-                                           conversation, now, run_id)
+        decision, progress = self._checked(model_output, actor, request_id, session=session,
+                                           conversation=conversation, now=now, run_id=run_id)
         contract = progress.contract
         if goes_on(decision) and contract is not None and contract.is_write:
             decision = self._write_decided(decision, progress, actor, request_id)
@@ -163,8 +165,9 @@ class HostedWrites:
         except StoreError as error:
             return self._ended(decision, progress, store_failed(
                 error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)), None)
-        return replace(decision, operation_id=machine.operation.operation_id,
-                       log={**decision.log, "operation_id": machine.operation.operation_id})
+        operation = machine.operation.operation_id
+        return decision.replace(operation_id=operation,
+                                log={**decision.log, "operation_id": operation})
 
     # -- claim, finish, reconcile ----------------------------------------------------------
 
@@ -172,11 +175,11 @@ class HostedWrites:
               session: Mapping[str, Any] | None = None, conversation: Any = None,
               now: datetime | None = None, run_id: str | None = None) -> Step:
         """Decide, and for an allowed write claim it: EXECUTE, or the earlier receipt."""
-        decision, progress = self._checked(model_output, actor, request_id, session,
-                                           conversation, now, run_id)
+        decision, progress = self._checked(model_output, actor, request_id, session=session,
+                                           conversation=conversation, now=now, run_id=run_id)
         contract = progress.contract
-        if not goes_on(decision) or contract is None or not contract.is_write or \
-                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:  # held, as by decide
+        if (not goes_on(decision) or contract is None or not contract.is_write or
+                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED):  # held, as by decide
             if goes_on(decision) and contract is not None and contract.is_write:
                 decision = self._write_decided(decision, progress, actor, request_id)
             done = self._record(self._remembered(decision, progress, run_id, request_id))
@@ -185,7 +188,7 @@ class HostedWrites:
         operation = machine.operation.operation_id
         self._not_anothers(operation, actor, request_id)
         if run_id is not None and not self._in_run(operation, run_id):  # else decide did
-            self._remembered(replace(decision, operation_id=operation), progress, run_id,
+            self._remembered(decision.replace(operation_id=operation), progress, run_id,
                              request_id)
         return self._paused(decision, progress, machine, machine.advance(State.CLAIM,
                                                                          HOST_STEPS))
@@ -280,8 +283,8 @@ class HostedWrites:
             raise ConfirmationExpired(
                 f"this confirmation expired at {expires.isoformat()} and can no longer be "
                 "approved; nothing was executed. The assistant has to propose the call again.")
-        said = f"confirmed by {approver}; released for the host to execute" + \
-            (f" ({note})" if note else "")
+        said = (f"confirmed by {approver}; released for the host to execute" +
+            (f" ({note})" if note else ""))
         return self._settle(receipt, approver, ErrorClass.TRANSIENT, said, now)
 
     def decline(self, operation_id: str, *, by: str, note: str = "") -> Receipt:
@@ -299,7 +302,7 @@ class HostedWrites:
 
     # -- the parts -------------------------------------------------------------------------
 
-    def _checked(self, model_output: Any, actor: Mapping[str, Any], request_id: str,
+    def _checked(self, model_output: Any, actor: Mapping[str, Any], request_id: str, *,
                  session: Mapping[str, Any] | None, conversation: Any,
                  now: datetime | None, run_id: str | None = None) -> tuple[Decision, Progress]:
         """Steps 1–4 and the route; in a named run, judged against the run's budgets as
@@ -307,14 +310,16 @@ class HostedWrites:
         gate = self.gate
         now = now or gate.clock()
         if run_id is None:
-            return gate.decide_steps(model_output, actor, now, request_id, session, conversation)
+            return gate.decide_steps(model_output, actor, now, request_id=request_id,
+                                     session=session, conversation=conversation)
         try:
             run: Run | None = run_from_history(run_id, gate.histories.run_history(
                 run_id, since=now - gate.history_retention), now)
         except StoreError as error:  # the run's budgets must not be judged on a guess
             run, unread = None, error
-        decision, progress = gate.decide_steps(model_output, actor, now, request_id, session,
-                                               conversation, run)
+        decision, progress = gate.decide_steps(model_output, actor, now, request_id=request_id,
+                                               session=session, conversation=conversation,
+                                               run=run)
         if run is None:
             return self._ended(decision, progress, store_failed(
                 unread, False, gate.config.routing.route_for(ErrorClass.TRANSIENT)),
@@ -331,11 +336,11 @@ class HostedWrites:
         if run_id is not None:
             now = self.gate.clock()
             contract = progress.contract
-            entry = entry_of(decision, contract, run_id, request_id, now) \
+            entry = (entry_of(decision, contract, run_id, request_id, now)
                 if contract is not None else HistoryEntry(
                     run_id=run_id, at=now, tool=decision.tool or "", arguments={},
                     route=str(decision.route), request_id=request_id,
-                    error_class=str(decision.error_class) if decision.error_class else None)
+                    error_class=str(decision.error_class) if decision.error_class else None))
             kept_in_history(lambda: self.gate.histories.record_history(entry), self.gate.count)
         return decision
 
@@ -384,11 +389,11 @@ class HostedWrites:
         that read ``history`` read the operation's run, as ``Gate.confirm`` has them."""
         gate, now = self.gate, self.gate.clock()
         call = {"name": receipt.tool, "arguments": dict(receipt.arguments)}
-        run_id = gate.histories.run_of(receipt.operation_id) \
-            if gate.plans.records_history else None
+        run_id = (gate.histories.run_of(receipt.operation_id)
+            if gate.plans.records_history else None)
         decision, progress = gate.decide_steps(
-            call, receipt.actor, now, receipt.request_id, session, None,
-            None if run_id is None else Run(started_at=now, run_id=run_id))
+            call, receipt.actor, now, request_id=receipt.request_id, session=session,
+            run=None if run_id is None else Run(started_at=now, run_id=run_id))
         if progress.contract is None or progress.call is None:
             raise UnknownOperation(f"operation {receipt.operation_id!r} names tool "
                                    f"{receipt.tool!r}, which the documents no longer have")
@@ -397,14 +402,14 @@ class HostedWrites:
                             f"{receipt.operation_id!r} (it is {receipt.state}); claim it again")
         allowed_by = _lease_rule(lease) if lease is not None else None
         if allowed_by:  # the rule that allowed it at the claim, not today's check's verdict
-            decision = replace(decision, rule=allowed_by, log={**decision.log,
-                                                               "rule": allowed_by})
+            decision = decision.replace(rule=allowed_by,
+                                        log={**decision.log, "rule": allowed_by})
         machine = self._hosted_machine(progress, receipt.actor, receipt.request_id, lease,
                                        rule=decision.rule if goes_on(decision) else None)
         retries = machine.retries
         retries.count = max(receipt.attempts - 1, 0)
-        retries.deadline = _lease_taken(machine.worker, receipt) + \
-            timedelta(seconds=retries.budgets.call_deadline_seconds)
+        retries.deadline = (_lease_taken(machine.worker, receipt) +
+            timedelta(seconds=retries.budgets.call_deadline_seconds))
         return decision, progress, machine
 
     def _paused(self, decision: Decision, progress: Progress, machine: WriteMachine,
@@ -444,8 +449,8 @@ class HostedWrites:
         token, as the gate holds one; one already released or done is left to the host's
         claim (the gate would run it here)."""
         operation = machine.operation.operation_id
-        return self.gate.hold_for_person(decision, progress, machine) or replace(
-            decision, operation_id=operation, log={**decision.log, "operation_id": operation})
+        return self.gate.hold_for_person(decision, progress, machine) or decision.replace(
+            operation_id=operation, log={**decision.log, "operation_id": operation})
 
     def _held(self, operation_id: str) -> Receipt:
         receipt = self.gate.store.get(operation_id)
@@ -477,8 +482,8 @@ class HostedWrites:
         found = self.gate.store.get(confirmation.read(token).operation_id)
         if found is None:
             return True  # waiting_receipt says it is missing
-        return canonical_json(found.actor) == canonical_json(dict(actor)) and \
-            (scope is None or scope.admits(found.tool, found.actor))
+        return (canonical_json(found.actor) == canonical_json(dict(actor)) and
+            (scope is None or scope.admits(found.tool, found.actor)))
 
     def _settle(self, receipt: Receipt, by: str, error_class: ErrorClass,
                 detail: str, now: datetime | None = None) -> Receipt:
@@ -529,8 +534,8 @@ def already_decided(receipt: Receipt) -> str:
     if receipt.confirmed_by is None:
         return (f"operation {operation!r} is no longer waiting for a person (it is "
                 f"{receipt.state}); nothing was changed")
-    verdict = "declined" if receipt.error_class == ErrorClass.FORBIDDEN and \
-        receipt.state == ReceiptState.FAILED else "approved"
+    verdict = ("declined" if receipt.error_class == ErrorClass.FORBIDDEN and
+        receipt.state == ReceiptState.FAILED else "approved")
     when = f" at {receipt.confirmed_at.isoformat()}" if receipt.confirmed_at else ""
     return (f"already decided: operation {operation!r} was {verdict} by "
             f"{receipt.confirmed_by}{when}; a decision is recorded once, nothing was changed")
@@ -553,8 +558,8 @@ def approval_lapsed(receipt: Receipt, now: datetime) -> str | None:
 
 def released_by_a_person(receipt: Receipt) -> bool:
     """Was the write confirmed or approved by a person, and is it waiting to be sent?"""
-    return receipt.confirmed_by is not None and receipt.state == ReceiptState.FAILED and \
-        receipt.error_class == ErrorClass.TRANSIENT
+    return (receipt.confirmed_by is not None and receipt.state == ReceiptState.FAILED and
+        receipt.error_class == ErrorClass.TRANSIENT)
 
 
 def _lease_rule(lease: str) -> str | None:

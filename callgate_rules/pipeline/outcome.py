@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from callgate_rules.pipeline.decision import Deferred
 from callgate_rules.taxonomy import ErrorClass, Route
+
+if TYPE_CHECKING:
+    from callgate_rules.pipeline.rejection_messages import Routed
+
+# A message given as it is, or as what renders it when first read (most rejections are
+# only routed, and rendering is a good part of their cost).
+Message = str | Callable[[], str]
 
 
 class Rejection(Exception):
@@ -22,9 +28,9 @@ class Rejection(Exception):
     error_class: ErrorClass
     detail: str  # for the log record: what exactly went wrong, technically
     rule: str | None = None  # the deciding rule, when a rule decided
-    # Rendered, or rendered when first read; None → the routing table's default.
-    agent_message: str | Deferred[str] | None = None
-    user_message: str | Deferred[str | None] | None = None
+    # None → the routing table's default.
+    agent_message: Message | None = None
+    user_message: Message | Callable[[], str | None] | None = None
     hint: str | None = None  # what a valid call looks like
     route: Route | None = None  # a rule may override the routing table
     candidates: tuple[Mapping[str, Any], ...] = ()
@@ -33,6 +39,12 @@ class Rejection(Exception):
     # A denial that depends on a record speaks exactly like "not found" for that record.
     speaks_as: ErrorClass | None = None
     extra: Mapping[str, Any] = MappingProxyType({})  # shared, so read-only
+    # Set on a rejection a tool's plan prepared (``prepared``): what makes it whole, with
+    # its messages, from the values a call was decided on; what else those messages read
+    # beside the arguments, the actor and the tool; and where it goes.
+    prepare: Callable[[Mapping[str, Any]], Rejection] | None = None
+    more_reads: tuple[str, ...] = ()
+    routed: Routed | None = None
 
     def __init__(
         self,
@@ -40,8 +52,8 @@ class Rejection(Exception):
         detail: str,
         *,
         rule: str | None = None,
-        agent_message: str | Deferred[str] | None = None,
-        user_message: str | Deferred[str | None] | None = None,
+        agent_message: Message | None = None,
+        user_message: Message | Callable[[], str | None] | None = None,
         hint: str | None = None,
         route: Route | None = None,
         candidates: tuple[Mapping[str, Any], ...] = (),
@@ -97,27 +109,20 @@ def as_decided(values: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any
     return copied
 
 
-def text_of(message: str | Deferred[str] | Deferred[str | None] | None) -> str | None:
+def text_of(message: Message | Callable[[], str | None] | None) -> str | None:
     """A message of a rejection, rendered now if it was left for later."""
-    return message() if isinstance(message, Deferred) else message
+    return message() if callable(message) else message
 
 
-class Foreseen:
-    """A rejection a tool's plan may return, made once when the plan is compiled.
-
-    ``template`` is the step's own rejection at that point with every field but its
-    messages, which are the same for every call (rule, error class, detail, hint, route);
-    ``make(variables)`` makes the whole rejection, messages included, from the variables
-    the call was decided on, and is called only when someone reads a message. ``reads``
-    names the variables those messages may read; the gate copies the arguments and the
-    actor (for the log in any case) and passes the tool's name, and ``more_reads`` names
-    the rest, which it copies just for the messages. So a rejected call costs about what a
-    passed one does."""
-
-    __slots__ = ("make", "template", "more_reads")
-
-    def __init__(self, make: Callable[[Mapping[str, Any]], Rejection],
-                 reads: Iterable[str]) -> None:
-        self.make = make
-        self.template = make({})
-        self.more_reads = tuple(sorted(set(reads) - {"args", "actor", "tool"}))
+def prepared(make: Callable[[Mapping[str, Any]], Rejection], reads: Iterable[str]) -> Rejection:
+    """A rejection a tool's plan may return, made once when the plan is compiled: every
+    field but its messages is the same for every call (rule, error class, detail, hint,
+    route); ``make(values)`` makes the whole rejection from the values a call was decided
+    on, and is called only when someone reads a message. ``reads`` names the values those
+    messages may read; beside the arguments, the actor and the tool (which the gate copies
+    for the log in any case), the gate copies those for the messages. So a rejected call
+    costs about what a passed one does."""
+    rejection = make({})
+    rejection.prepare = make
+    rejection.more_reads = tuple(sorted(set(reads) - {"args", "actor", "tool"}))
+    return rejection

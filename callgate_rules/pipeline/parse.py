@@ -89,7 +89,7 @@ def one_call(
     except NonFiniteNumber as number:
         raise _non_finite(contract, number) from None
     if has_undeclared:
-        field = ".".join(_first_undeclared(arguments, contract.arguments_schema, ()) or ())
+        field = ".".join(first_undeclared(arguments, contract.arguments_schema, ()) or ())
         raise Rejection(
             ErrorClass.UNEXPECTED_ARGUMENT,
             f"argument {field!r} is not declared by {contract.name} v{contract.version}",
@@ -205,10 +205,10 @@ def _non_finite(contract: Contract, number: NonFiniteNumber) -> Rejection:
         problem = "NaN is not a number"
     else:
         sign = "" if number.value > 0 else "-"
-        problem = f"{sign}Infinity is not a finite number (a number too large for a " \
-            "64-bit float also reads as Infinity)"
-    example = json.dumps(contract.examples[0].arguments, ensure_ascii=False) \
-        if contract.examples else None
+        problem = (f"{sign}Infinity is not a finite number (a number too large for a "
+            "64-bit float also reads as Infinity)")
+    example = (json.dumps(contract.examples[0].arguments, ensure_ascii=False)
+        if contract.examples else None)
     return Rejection(
         ErrorClass.INVALID_ARGUMENT,
         f"argument {number.field!r}: {problem}",
@@ -256,7 +256,7 @@ def _check_text(text: str, what: str, limits: InputLimits) -> None:
         )
 
 
-def _first_undeclared(
+def first_undeclared(
     value: Any, schema: Mapping[str, Any], path: tuple[str, ...]
 ) -> tuple[str, ...] | None:
     """The first field (in sorted order) that a closed object schema does not declare."""
@@ -266,7 +266,7 @@ def _first_undeclared(
     closed = schema.get("additionalProperties") is False
     for key in sorted(value):
         if key in properties:
-            found = _first_undeclared(value[key], properties[key], (*path, key))
+            found = first_undeclared(value[key], properties[key], (*path, key))
             if found is not None:
                 return found
         elif closed and not _matches_pattern_property(key, schema):

@@ -12,8 +12,8 @@ What only the data can decide (no record or several, an evaluation error, a valu
 is not a bool, a rule in shadow, a false rule, a deny) calls the step's own functions in
 ``validate`` and ``authorize``, which make the rejection, the trace entry or the shadow
 verdict. Rejections are returned, never raised. The commonest (an enforced deny that
-holds, no allow rule, an enforced rule that is false) are ``Foreseen``: made once, here,
-with every field but their messages.
+holds, no allow rule, an enforced rule that is false) are prepared (``outcome.prepared``):
+made once, here, with every field but their messages, and routed.
 
 The plan reads as the policy: each look-up and rule has its CEL text in a comment above
 its code, and ``ToolPlan.outline()`` shows the same steps without the code. The functions
@@ -23,8 +23,9 @@ The plan is *the* implementation of steps 3–4. ``tests/reference_steps.py`` ho
 plain, slow evaluator written check by check, on every scenario, policy test and
 hypothesis-made call.
 
-    decide(arguments, actor, session, now, resolvers, conversation, variables, trace,
-           shadow) -> the deciding allow rule's name (str), or the rejection
+    decide(arguments, actor, now, resolvers, progress) -> the deciding allow rule's name
+    (str), or the rejection; what the steps learn goes into ``progress`` (its variables,
+    trace and shadow verdicts), which also holds the session and the conversation
 """
 from __future__ import annotations
 
@@ -49,17 +50,26 @@ from callgate_rules.documents.model import (
     Mode,
     Rule,
 )
-from callgate_rules.pipeline import approvals, authorize, lookups, plan_outline, validate
-from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
-from callgate_rules.pipeline.outcome import Foreseen, Rejection
-from callgate_rules.pipeline.route import Foretold, Router
-from callgate_rules.provenance.labels import configuration_labeller, record_labels
-from callgate_rules.provenance.origins import Labeller, trace_origins
+from callgate_rules.pipeline import (
+    approvals,
+    argument_origins,
+    authorize,
+    lookups,
+    plan_outline,
+    validate,
+)
+from callgate_rules.pipeline.decision import RawTraceEntry
+from callgate_rules.pipeline.outcome import Rejection, prepared
+from callgate_rules.pipeline.progress import Progress
+from callgate_rules.pipeline.rejection_messages import Routed
+from callgate_rules.pipeline.route import Router
+from callgate_rules.provenance.labels import configuration_labeller
+from callgate_rules.provenance.origins import Labeller
 from callgate_rules.taxonomy import ErrorClass
 
-Decide = Callable[[Any, Mapping[str, Any], dict[str, Any], datetime, Mapping[str, Any], Any,
-                   dict[str, Any], list[RawTraceEntry], list[ShadowVerdict]],
-                  "str | Rejection | Foreseen"]
+# decide(arguments, actor, now, resolvers, progress): the allow rule's name, or a rejection
+Decide = Callable[[Any, Mapping[str, Any], datetime, Mapping[str, Any], Progress],
+                  "str | Rejection"]
 
 
 class ToolPlan:
@@ -67,9 +77,9 @@ class ToolPlan:
     tool's first call, so that no decision works it out again."""
 
     __slots__ = ("contract", "rules", "may_see", "example", "versions", "parsed", "passed",
-                 "reads_provenance", "reads_history", "source", "decide", "foretold", "steps")
+                 "reads_provenance", "reads_history", "source", "decide", "steps")
 
-    def __init__(self, config: GateConfig, contract: Contract, tools: str) -> None:
+    def __init__(self, config: GateConfig, contract: Contract) -> None:
         self.contract = contract
         self.rules = authorize.ToolRules.of(config.policies, contract.name)
         self.may_see = authorize.may_see(config.policies, contract, self.rules)
@@ -93,9 +103,8 @@ class ToolPlan:
         self.source = writer.plan(config, self)
         self.steps = tuple(writer.steps)  # the plan in words, a line each: ``outline``
         self.decide: Decide = writer.compiled(self.source, contract.name)
-        # how each rejection the plan may return is routed and worded, before any call
-        self.foretold = {foreseen: Foretold(foreseen, config.routing, contract, tools)
-                         for foreseen in writer.foreseen}
+        for rejection in writer.prepared:  # routed before any call
+            rejection.routed = Routed.of(rejection, config.routing)
 
     def outline(self) -> str:
         """The plan in words, without its code: the steps in order, each look-up with its
@@ -134,7 +143,7 @@ class Plans:
     def tool(self, contract: Contract) -> ToolPlan:
         plan = self.tools.get(contract.name)
         if plan is None:
-            plan = self.tools[contract.name] = ToolPlan(self.config, contract, self.tool_list)
+            plan = self.tools[contract.name] = ToolPlan(self.config, contract)
         return plan
 
     def versions_of(self, contract: Contract | None) -> Mapping[str, str]:
@@ -177,45 +186,6 @@ def failure_of(expression: CompiledExpression, variables: Mapping[str, Any],
     return CelEvaluationError(str(caught) or type(caught).__name__)
 
 
-def traced_sources(arguments: Any, conversation: provenance.Conversation, contract: Contract,
-                   variables: Mapping[str, Any], thresholds: provenance.Thresholds,
-                   trace: list[RawTraceEntry]) -> Any:
-    """Where each argument value came from, with a trace entry per value (and why a
-    conversation could not be read, or what of it was skipped)."""
-    if conversation.unreadable:
-        trace.append(("validate", "conversation", "unreadable", conversation.unreadable))
-    for note in conversation.notes:
-        trace.append(("validate", "conversation", "note", note))
-    sources = provenance.trace_sources(arguments, conversation,
-                                       looked_up(contract, variables), thresholds)
-    for path, found in provenance.flatten(sources):
-        trace.append(("validate", f"provenance {path}", ", ".join(found) or "nowhere"))
-    return sources
-
-
-def traced_origins(arguments: Any, conversation: provenance.Conversation | None,
-                   contract: Contract, variables: dict[str, Any],
-                   thresholds: provenance.Thresholds, labeller: Labeller) -> None:
-    """The ``origins`` of each argument value and the run's ``reads``, with their labels
-    (without a conversation: unknown, but for the labels of the records looked up)."""
-    variables["origins"], variables["reads"] = trace_origins(
-        arguments, conversation, looked_up(contract, variables),
-        lambda value: provenance.is_evidence(value, thresholds), labeller,
-        record_labels(contract.lookups, variables))
-
-
-def looked_up(contract: Contract, variables: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The records looked up for this call, flattened: evidence of where a value came from."""
-    records: list[Mapping[str, Any]] = []
-    for lookup in contract.lookups:
-        value = variables.get(lookup.name)
-        if isinstance(value, Mapping):
-            records.append(value)
-        elif isinstance(value, list):
-            records.extend(v for v in value if isinstance(v, Mapping))
-    return records
-
-
 # The functions a plan calls, by the step they belong to, and its own. They are bound into
 # its namespace by reference and its code names each by its ``__name__`` (``_validate.unmatched``,
 # ``_failure_of``): a rename is seen by mypy, ruff and rename tools, and a function the writer
@@ -227,14 +197,17 @@ CALLED: dict[str, tuple[Callable[..., Any], ...]] = {
                   validate.listed_entry, validate.rule_outcome),
     "_authorize": (authorize.host_fact_rejection, authorize.access_verdict),
     "_lookups": (lookups.ask, lookups.LookupLate),
+    "_origins": (argument_origins.traced_sources, argument_origins.traced_origins),
+    "_provenance": (provenance.unknown_sources,),
 }
-_PLAN_FUNCTIONS = (failure_of, traced_sources, provenance.unknown_sources, traced_origins)
+_PLAN_FUNCTIONS: tuple[Callable[..., Any], ...] = (failure_of,)
 _BOUND: dict[str, Any] = {
     **{step: SimpleNamespace(**{f.__name__: f for f in functions})
        for step, functions in CALLED.items()},
     **{f"_{f.__name__}": f for f in _PLAN_FUNCTIONS}}
-_NAMES = {**{f: f"{step}.{f.__name__}" for step, functions in CALLED.items() for f in functions},
-          **{f: f"_{f.__name__}" for f in _PLAN_FUNCTIONS}}
+_NAMES: dict[Callable[..., Any], str] = {
+    **{f: f"{step}.{f.__name__}" for step, functions in CALLED.items() for f in functions},
+    **{f: f"_{f.__name__}" for f in _PLAN_FUNCTIONS}}
 
 
 def called(function: Callable[..., Any]) -> str:
@@ -256,7 +229,7 @@ class _Writer:
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {"_FAILURES": FAILURES, **_BOUND}
         self.labeller: Labeller | None = None  # set when the tool's rules read origins
-        self.foreseen: list[Foreseen] = []
+        self.prepared: list[Rejection] = []  # the rejections it returns as they are
         self.lines: list[str] = []
         self.steps: list[str] = []  # the plan in words (``ToolPlan.outline``)
         self.step = ""  # the step ``steps`` ends in
@@ -277,9 +250,10 @@ class _Writer:
         lines = described(heading, text, 88, joint)
         self.steps += [f"{shown:<12}{lines[0]}", *(f"{'':<12}{line}" for line in lines[1:])]
 
-    def rejection(self, name: str, foreseen: Foreseen) -> str:
-        self.foreseen.append(foreseen)
-        return self.bind(name, foreseen)
+    def rejection(self, name: str, rejection: Rejection) -> str:
+        """A rejection the plan returns as it is (``outcome.prepared``)."""
+        self.prepared.append(rejection)
+        return self.bind(name, rejection)
 
     def compiled(self, source: str, tool: str) -> Decide:
         filename = f"<callgate plan {next(_PLANS)} of {tool}>"
@@ -295,9 +269,9 @@ class _Writer:
         ``_FAILURES``: its compiled code inlined where it allows that, else a call of its
         function, bound as ``name``."""
         inline = expression.inline
-        if inline is None or any(line.lstrip().startswith(_LOOPS) for line in inline.body) \
+        if (inline is None or any(line.lstrip().startswith(_LOOPS) for line in inline.body)
                 or any(self.namespace.get(key, value) is not value
-                       for key, value in inline.namespace.items()):
+                       for key, value in inline.namespace.items())):
             return [f"{pad}{target} = {self.bind(name, expression.evaluate)}(variables)"]
         self.namespace.update(inline.namespace)
         body = inline.body
@@ -328,8 +302,10 @@ class _Writer:
         self.bind("_example", tool.example)
         self.bind("_may_see", tool.may_see)
         self.bind("_thresholds", config.routing.provenance)
-        self.lines = ["def decide(arguments, actor, session, now, resolvers, conversation, "
-                      "variables, trace, shadow):"]
+        self.lines = ["def decide(arguments, actor, now, resolvers, progress):",
+                      "    session, conversation = progress.session, progress.conversation",
+                      "    variables, trace, shadow = progress.variables, progress.trace, "
+                      "progress.shadow"]
         self.note("2 PARSE", plan_outline.parse_bounds(config.routing.input_limits))
         self.lines.append("    append = trace.append")
         self.schemas(contract, config.policies)
@@ -427,10 +403,10 @@ class _Writer:
         record = f"record{index}"
         # the commonest answer, one record as a plain dict in a list or tuple, is taken as it
         # is: for a look-up that neither types, filters nor lists records, straight away
-        direct = lookup.number_typing is None and lookup.visible is None \
-            and lookup.many != "list"
-        one = f"(type(found) is list or type(found) is tuple) and len(found) == 1 and " \
-              f"type({record + ' := ' if direct else ''}found[0]) is dict"
+        direct = (lookup.number_typing is None and lookup.visible is None
+            and lookup.many != "list")
+        one = (f"(type(found) is list or type(found) is tuple) and len(found) == 1 and "
+              f"type({record + ' := ' if direct else ''}found[0]) is dict")
         lines = [f"{pad}try:",
                  f"{pad}    found = {asked}",
                  f"{pad}    if not ({one}):",
@@ -463,8 +439,8 @@ class _Writer:
                    direct: bool) -> list[str]:
         """Lines that take the one record a look-up found (in ``record`` already when
         ``direct``), or return why there is none or several."""
-        found = f"('validate', {lookup.trace_subject!r}, 'found', " \
-                f"{lookup.collection + ' '!r} + format({record}.get('id', '')))"
+        found = (f"('validate', {lookup.trace_subject!r}, 'found', "
+                f"{lookup.collection + ' '!r} + format({record}.get('id', '')))")
         # records_of, typing or filtering may leave none or several
         inner = pad + "    " if direct else pad
         return [*([f"{pad}if {record} is None:"] if direct else []),
@@ -482,10 +458,11 @@ class _Writer:
         """Where each argument value came from, when the host passed the conversation."""
         self.note("3 VALIDATE", "where each argument value came from, when the host passes "
                   "the conversation" + (", else unknown" if reads_provenance else ""))
+        sources = called(argument_origins.traced_sources)
         self.lines += ["    if conversation is not None:",
-                       f"        variables['provenance'] = {called(traced_sources)}(arguments, "
+                       f"        variables['provenance'] = {sources}(arguments, "
                        "conversation, _contract, variables, _thresholds, trace)"]
-        origins = called(traced_origins)
+        origins = called(argument_origins.traced_origins)
         if self.labeller is not None:
             self.bind("_labeller", self.labeller)
             self.lines.append(f"        {origins}(arguments, conversation, _contract, "
@@ -503,7 +480,7 @@ class _Writer:
         """4 AUTHORIZE: a deny that matches beats any allow; default deny."""
         bind, rejection = self.bind, self.rejection
         for index, rule in enumerate(rules.denies):
-            denied = rejection(f"_DENIED{index}", _denial_foreseen(contract, rule, (rule,)))
+            denied = rejection(f"_DENIED{index}", _denial_prepared(contract, rule, (rule,)))
             self.note("4 AUTHORIZE", plan_outline.access_heading(rule, False), rule.when)
             self.lines += self.verdict(f"_deny{index}", rule, "    ", f"return {denied}")
         self.lines.append("    permit = None")
@@ -514,7 +491,7 @@ class _Writer:
             self.note("4 AUTHORIZE", plan_outline.access_heading(rule, index > 0), rule.when, pad)
             self.lines += self.verdict(f"_allow{index}", rule, pad,
                                        f"permit = {rule.qualified_name!r}")
-        default = rejection("_DEFAULT_DENIED", _denial_foreseen(contract, None, rules.allows))
+        default = rejection("_DEFAULT_DENIED", _denial_prepared(contract, None, rules.allows))
         self.note("4 AUTHORIZE", f"{'else ' if rules.allows else ''}denied by default "
                   f"({ErrorClass.FORBIDDEN})")
         self.lines += ["    if permit is None:",
@@ -556,14 +533,14 @@ class _Writer:
                            "    if value is True:",
                            f"        append({bind(f'{prefix}_PASSED', rule.passed)})"]
             if rule.mode == Mode.ENFORCE and not confirms:
-                foreseen = rejection(f"_RULE{index}", _violation_foreseen(
+                violated = rejection(f"_RULE{index}", _violation_prepared(
                     contract, rule, validate.example_call(contract)))
                 self.lines += ["    elif value is False:",
                                f"        append({bind(f'{prefix}_FAILED', rule.failed)})",
-                               f"        return {foreseen}"]
+                               f"        return {violated}"]
             # a rule asking for confirmation lets the later rules speak; the first one counts
-            keep = ["            if confirm is None:", "                confirm = rejection"] \
-                if confirms else ["            return rejection"]
+            keep = (["            if confirm is None:", "                confirm = rejection"]
+                if confirms else ["            return rejection"])
             if confirms and rule.approval_covers:  # unless a person's approval covers it
                 question = f"{contract.name}/{rule.name}"
                 keep = [f"            if not {bind('_covered', approvals.covered)}("
@@ -572,7 +549,7 @@ class _Writer:
                         *("    " + line for line in keep)]
             self.lines += ["    else:",
                            f"        rejection = {called(validate.rule_outcome)}(_contract, "
-                           f"{name}, value, variables, trace, shadow, _example)",
+                           f"{name}, value, variables, trace, shadow, example=_example)",
                            "        if rejection is not None:", *keep]
         if asks:
             self.note("3 VALIDATE", f"the first rule that asks for confirmation, if any "
@@ -583,15 +560,15 @@ class _Writer:
 
 
 
-def _denial_foreseen(contract: Contract, rule: AccessRule | None,
-                     deciding: tuple[AccessRule, ...]) -> Foreseen:
+def _denial_prepared(contract: Contract, rule: AccessRule | None,
+                     deciding: tuple[AccessRule, ...]) -> Rejection:
     read = authorize.records_read(contract, deciding)
-    return Foreseen(lambda variables: authorize.denial(contract, rule, deciding, variables,
+    return prepared(lambda variables: authorize.denial(contract, rule, deciding, variables,
                                                        read),
                     authorize.denial_reads(contract, read))
 
 
-def _violation_foreseen(contract: Contract, rule: Rule, example: str) -> Foreseen:
-    return Foreseen(lambda variables: validate.violation(contract, rule, variables, None,
+def _violation_prepared(contract: Contract, rule: Rule, example: str) -> Rejection:
+    return prepared(lambda variables: validate.violation(contract, rule, variables, None,
                                                          example),
                     validate.violation_reads(contract, rule))

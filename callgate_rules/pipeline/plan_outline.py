@@ -46,10 +46,10 @@ def parse_bounds(limits: InputLimits) -> str:
 
 def lookup_heading(lookup: Lookup) -> str:
     """A look-up's name, what it binds and from where, followed by its key's CEL text."""
-    what = "one record" if lookup.many != "list" else "the records" \
-        if lookup.max_records is None else f"at most {lookup.max_records} records"
-    return f"look-up {lookup.name}: {what} of {lookup.collection} whose " \
-           f"{' or '.join(lookup.fields)} is"
+    what = ("one record" if lookup.many != "list" else "the records"
+        if lookup.max_records is None else f"at most {lookup.max_records} records")
+    return (f"look-up {lookup.name}: {what} of {lookup.collection} whose "
+           f"{' or '.join(lookup.fields)} is")
 
 
 def access_heading(rule: AccessRule, otherwise: bool) -> str:
@@ -60,8 +60,8 @@ def access_heading(rule: AccessRule, otherwise: bool) -> str:
 def rule_heading(rule: Rule) -> str:
     """A business rule's name, mode and error class, and what a person's approval covers."""
     covers = ", ".join(".".join(("args", *path)) for path in rule.approval_covers)
-    return f"rule {rule.name} ({_how(rule)}, {rule.error_class}" \
-           f"{'; approval covers ' if covers else ''}{covers})"
+    return (f"rule {rule.name} ({_how(rule)}, {rule.error_class}"
+           f"{'; approval covers ' if covers else ''}{covers})")
 
 
 def _how(rule: AccessRule | Rule) -> str:

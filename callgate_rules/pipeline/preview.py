@@ -30,8 +30,9 @@ from callgate_rules.pipeline.record import draft
 from callgate_rules.taxonomy import ErrorClass
 
 if TYPE_CHECKING:  # types only: the gate calls ``previewed``
+    from callgate_rules.pipeline.budgets import Run
     from callgate_rules.pipeline.gate import Gate
-    from callgate_rules.pipeline.route import Progress, Run
+    from callgate_rules.pipeline.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ class Preview:
 
 
 def previewed(decision: Decision, progress: Progress, actor: Mapping[str, Any],
-              request_id: str, secret: bytes, routing: Routing, now: datetime) -> Preview:
+              request_id: str, *, secret: bytes, routing: Routing, now: datetime) -> Preview:
     """The preview of a checked call: for a write that waits for a person, its draft and a
     token made exactly as ``Gate.handle`` would make them for the held operation."""
     contract, call = progress.contract, progress.call
-    if decision.error_class != ErrorClass.CONFIRMATION_REQUIRED or contract is None \
-            or call is None:
+    if (decision.error_class != ErrorClass.CONFIRMATION_REQUIRED or contract is None
+            or call is None):
         return Preview(decision)
     operation, hashed = operation_keys(request_id, contract.name, contract.document.name,
                                        call.arguments)

@@ -9,8 +9,6 @@ from typing import Any, Protocol
 from callgate_rules.documents.model import Contract
 from callgate_rules.pipeline import parse
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
-from callgate_rules.pipeline.outcome import Foreseen
-from callgate_rules.pipeline.rejection_messages import Foretold
 from callgate_rules.provenance import Conversation
 
 
@@ -22,9 +20,6 @@ class ToolPlanView(Protocol):
 
     @property
     def passed(self) -> str: ...
-
-    @property
-    def foretold(self) -> Mapping[Foreseen, Foretold]: ...
 
 
 class Progress:

@@ -206,8 +206,8 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
     item = message.tool_calls[0]
     function = item.function
     arguments = function.arguments
-    accounted = _CHAT_MEMBERS + arguments.count(":") if type(arguments) is str \
-        else _CHAT_MEMBERS
+    accounted = (_CHAT_MEMBERS + arguments.count(":") if type(arguments) is str
+        else _CHAT_MEMBERS)
     if text.count(":") != accounted or "u003" in text:
         return None  # strings or objects not counted here: the general proof decides
     call_id = item.id
@@ -330,12 +330,12 @@ def _calls_in(value: Any, max_calls: int = 1 << 62, depth: int = 0) -> list[Prop
     choices = get("choices")
     if isinstance(choices, list) and choices:
         first = choices[0]
-        return _calls_in(first.get("message"), max_calls, depth + 1) \
-            if _is_mapping(first) else None
+        return (_calls_in(first.get("message"), max_calls, depth + 1)
+            if _is_mapping(first) else None)
     if "tool_calls" in value:
         tool_calls = value["tool_calls"]
-        return _calls_in(tool_calls, max_calls, depth + 1) or [] \
-            if isinstance(tool_calls, list) else None
+        return (_calls_in(tool_calls, max_calls, depth + 1) or []
+            if isinstance(tool_calls, list) else None)
     if isinstance(get("output"), list) and "name" not in value:
         return _calls_in(value["output"], max_calls, depth + 1) or []
     if isinstance(get("content"), list) and get("role") == "assistant":
@@ -369,9 +369,9 @@ def _one_chat_call(value: Any) -> list[ProposedCall] | None:
     if type(tool_calls) is not list or len(tool_calls) != 1:
         return None
     item = tool_calls[0]
-    if type(item) is not dict or "choices" in item or "tool_calls" in item \
-            or isinstance(item.get("output"), list) or isinstance(item.get("content"), list) \
-            or item.get("type") != "function":
+    if (type(item) is not dict or "choices" in item or "tool_calls" in item
+            or isinstance(item.get("output"), list) or isinstance(item.get("content"), list)
+            or item.get("type") != "function"):
         return None
     function = item.get("function")
     if type(function) is not dict:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,11 +15,10 @@ from callgate_rules.masking import COMPACT_JSON, values_at
 from callgate_rules.masking import MASK as MASK
 from callgate_rules.masking import Masking as Masking
 from callgate_rules.masking import mask as mask
-from callgate_rules.pipeline.decision import Decision, Deferred, ShadowVerdict
-from callgate_rules.taxonomy import ErrorClass, Route
+from callgate_rules.taxonomy import ErrorClass
 
-if TYPE_CHECKING:  # a type only: parse reads validate, which reads MASK from here
-    from callgate_rules.pipeline import parse
+if TYPE_CHECKING:  # types only: the decision works its log out here
+    from callgate_rules.pipeline.decision import Decided, Decision, Finished
     from callgate_rules.provenance.conversation import Conversation
 
 
@@ -31,33 +29,37 @@ COVERED = "\0covered"
 ASKED = "\0asked"
 
 
-def log_record(
-    decided_at: float, request_id: str | None, contract: Contract | None,
-    call: parse.ParsedCall | None, versions: Mapping[str, str], route: Route,
-    error_class: ErrorClass | None, rule: str | None, detail: str,
-    actor: Mapping[str, Any], arguments: dict[str, Any] | None,
-    shadow: tuple[ShadowVerdict, ...], elapsed: float, extra: Mapping[str, Any] | None,
-    session: Mapping[str, Any] | None = None, variables: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The decision's log record: one JSON line for engineers, with the actor summarised
+def log_of(decision: Decision) -> dict[str, Any]:
+    """A decision's log record, worked out from its record: the check's
+    (``log_record``), or an executed call's (``executed_log``)."""
+    if decision.finished is not None:
+        return executed_log(decision.finished)
+    assert decision.decided is not None, "a decision not made by step 7 is given its log"
+    return log_record(decision.decided)
+
+
+def log_record(decided: Decided) -> dict[str, Any]:
+    """The log record of steps 1–4: one JSON line for engineers, with the actor summarised
     and the contract's sensitive arguments masked, wherever they appear in it; for a call
     that parsed, the inputs ``callgate replay`` decides it again with (``replay``)."""
+    contract, call, arguments = decided.contract, decided.call, decided.arguments
+    extra = decided.rejection.extra if decided.rejection is not None else {}
     record: dict[str, Any] = {
-        "ts": datetime.fromtimestamp(decided_at, UTC).isoformat(),
-        "request_id": request_id or uuid.uuid4().hex,
-        "tool": contract.name if contract else (extra or {}).get("proposed_tool"),
+        "ts": datetime.fromtimestamp(decided.decided_at, UTC).isoformat(),
+        "request_id": decided.request_id,
+        "tool": contract.name if contract else extra.get("proposed_tool"),
         "contract_version": contract.version if contract else None,
-        "versions": dict(versions),
-        "route": str(route),
-        "error_class": str(error_class) if error_class else None,
-        "rule": rule,
-        "detail": detail,
-        "actor": _actor_summary(actor),
+        "versions": dict(decided.versions),
+        "route": str(decided.route),
+        "error_class": str(decided.error_class) if decided.error_class else None,
+        "rule": decided.rule,
+        "detail": decided.detail,
+        "actor": _actor_summary(decided.actor),
         "arguments": arguments,
-        "shadow": [v.__dict__ for v in shadow],
-        "elapsed_ms": round(elapsed * 1000, 3),
+        "shadow": [v.__dict__ for v in decided.shadow],
+        "elapsed_ms": round(decided.elapsed * 1000, 3),
     }
-    if extra and "evaluation_error" in extra:
+    if "evaluation_error" in extra:
         record["evaluation_error"] = extra["evaluation_error"]
     if call is not None and call.note:
         record["note"] = call.note
@@ -66,62 +68,46 @@ def log_record(
         masking = Masking(contract, arguments)
         record.update({key: masking(record[key]) for key in _MAY_ECHO if key in record})
         record["arguments"] = masking.arguments
-    if variables is not None and COVERED in variables:  # which approvals a person gave
+    variables = decided.variables
+    if COVERED in variables:  # which approvals a person gave
         record["covered_by"] = [approval.as_log() for approval in variables[COVERED]]
-    if variables is not None and ASKED in variables:  # what a person's approval would cover
+    if ASKED in variables:  # what a person's approval would cover
         record["approval_questions"] = [question.as_log() for question in variables[ASKED]]
-    if contract is not None and arguments is not None and variables is not None:
-        record["replay"] = _replay_inputs(contract, arguments, masking, actor, session,
-                                          variables, route, error_class, rule)
+    if contract is not None and arguments is not None:
+        record["replay"] = _replay_inputs(decided, masking)
     return record
 
 
-def executed_log(counted: Mapping[str, Any],
-                 checked: Mapping[str, Any] | Deferred[Mapping[str, Any]],
-                 arguments: Mapping[str, Any] | None, contract: Contract,
-                 operation: str | None, detail: str, receipt_state: str | None, result: Any,
-                 review_id: str | None, elapsed_ms: float) -> dict[str, Any]:
-    """The log record of an executed call: the check's (``checked``, read here and not
-    through the decision's field, whose first read holds the lock this runs under), with
-    what execution did (``counted``: what the counters read, worked out when it ended),
-    masked like the arguments it may echo."""
-    masking = Masking(contract, arguments or {})
+def executed_log(finished: Finished) -> dict[str, Any]:
+    """The log record of an executed call: the check's, with what execution did, masked
+    like the arguments it may echo."""
+    counted = finished.counted
+    masking = Masking(finished.contract, finished.basis.arguments or {})
     return {
-        **(checked() if isinstance(checked, Deferred) else checked),
+        **finished.basis.log,
         "route": counted["route"],
         "error_class": counted["error_class"],
-        "detail": masking(detail),
-        "operation_id": operation,
-        "receipt_state": receipt_state,
+        "detail": masking(finished.detail),
+        "operation_id": finished.operation,
+        "receipt_state": finished.receipt_state,
         # the destination's own answer, never the model's retelling; masked like the
         # arguments it may echo
-        "result": masking(result),
+        "result": masking(finished.result),
         "retries": counted["retries"],
         "reconciled": counted["reconciled"],
         "unknown_outcome": counted["unknown_outcome"],
-        "review_id": review_id,
-        "elapsed_ms": elapsed_ms,
+        "review_id": finished.review_id,
+        "elapsed_ms": finished.elapsed_ms,
     }
 
 
-def counted(decision: Decision) -> Mapping[str, Any]:
-    """What ``decision_log.count`` reads of a decision's log: for an executed call whose
-    log nobody has read yet, the few fields worked out when it ended, so that counting does
-    not build the whole record; else the log itself."""
-    log = decision.__dict__.get("log")
-    if type(log) is Deferred and log.func is executed_log:
-        facts: Mapping[str, Any] = log.args[0]
-        return facts
-    return decision.log
-
-
-def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Masking | None,
-                   actor: Mapping[str, Any], session: Mapping[str, Any] | None,
-                   variables: Mapping[str, Any], route: Route, error_class: ErrorClass | None,
-                   rule: str | None) -> dict[str, Any]:
+def _replay_inputs(decided: Decided, masking: Masking | None) -> dict[str, Any]:
     """What the decision read (``decision_log.ReplayInputs``), masked as the arguments
     are: the records looked up may echo a sensitive argument, so they are masked like any
     other text of the record."""
+    contract, arguments, variables = decided.contract, decided.arguments, decided.variables
+    assert contract is not None and arguments is not None
+    error_class, rule = decided.error_class, decided.rule
     now = variables.get("now")
     looked_up = {lookup.name: (lookup.collection, variables[lookup.name])
                  for lookup in contract.lookups if lookup.name in variables}
@@ -136,11 +122,11 @@ def _replay_inputs(contract: Contract, arguments: Mapping[str, Any], masking: Ma
     if origins is not None and masking is not None and masking.may_be_in(origins):
         origins = masking(origins)
     return replay_record(
-        now=now.isoformat() if isinstance(now, datetime) else None, actor=actor,
-        session=session or {}, records=looked_up, provenance=variables.get("provenance"),
+        now=now.isoformat() if isinstance(now, datetime) else None, actor=decided.actor,
+        session=decided.session or {}, records=looked_up, provenance=variables.get("provenance"),
         masked=tuple(".".join(path) for path in contract.mask if values_at(arguments, path))
         if contract.mask else (),
-        decided=(str(route), str(error_class) if error_class else None, rule),
+        decided=(str(decided.route), str(error_class) if error_class else None, rule),
         origins=origins, reads=variables.get("reads"))
 
 

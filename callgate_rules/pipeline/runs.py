@@ -42,9 +42,9 @@ from typing import Any, Protocol
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import StoreError
 from callgate_rules.pipeline.approvals import RUN_APPROVALS, approvals_of, declares_covering
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.history import variable
 from callgate_rules.pipeline.outcome import Rejection
-from callgate_rules.pipeline.route import Run
 from callgate_rules.store.history import HistoryEntry, RunHistory
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
@@ -163,7 +163,7 @@ class RunHold:
 
 
 def read_run(host: LeaseHost, contract: Contract, run: Run | None,
-             history: Sequence[HistoryEntry] | None, now: datetime, hold: RunHold | None,
+             history: Sequence[HistoryEntry] | None, now: datetime, *, hold: RunHold | None,
              variables: dict[str, Any]) -> None:
     """Set ``history`` in a decision's ``variables`` (``history_of``), and the run's
     approvals (``approvals.RUN_APPROVALS``) when a question of ``contract`` declares

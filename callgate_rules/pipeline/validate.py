@@ -20,7 +20,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from callgate_rules.cel.errors import CelEvaluationError, CostExceeded
 from callgate_rules.documents.model import Contract, Lookup, Mode, OnError, Rule
-from callgate_rules.pipeline.decision import Deferred, RawTraceEntry, ShadowVerdict
+from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
 from callgate_rules.pipeline.lookups import MAX_RECORDS
 from callgate_rules.pipeline.outcome import Rejection, as_decided
 from callgate_rules.pipeline.record import MASK
@@ -98,8 +98,8 @@ def _describe(error: ValidationError, shown: str) -> str:
         return f"{shown} " + words[str(error.validator)].format(
             _short(error.validator_value))
     # jsonschema's own text repeats the whole value; keep the prompt short
-    return f"{shown} is not valid ({error.validator}: " \
-           f"{_short(error.validator_value)})"
+    return (f"{shown} is not valid ({error.validator}: "
+           f"{_short(error.validator_value)})")
 
 
 def _short(value: Any) -> str:
@@ -239,12 +239,15 @@ def narrowed_entry(lookup: Lookup, before: int, kept: Sequence[Record],
 def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rejection:
     """The rejection of a call whose records could not be read: the resolver raised or
     returned junk. The host's words stay in the log; the model hears only that the check
-    could not be made now."""
+    could not be made now. A resolver whose answer was larger than the gate reads (the
+    gateway's upstream) ends in that class of its own, which spends no failure of the run."""
+    detail = (f"lookup {lookup.name}: the resolver for {lookup.collection} failed: "
+              f"{type(error).__name__}: {str(error)[:300]}")
+    rule = f"{contract.name}/lookup.{lookup.name}"
+    if getattr(error, "error_class", None) == ErrorClass.ANSWER_TOO_LARGE:
+        return Rejection(ErrorClass.ANSWER_TOO_LARGE, detail, rule=rule)
     return Rejection(
-        ErrorClass.TRANSIENT,
-        f"lookup {lookup.name}: the resolver for {lookup.collection} failed: "
-        f"{type(error).__name__}: {str(error)[:300]}",
-        rule=f"{contract.name}/lookup.{lookup.name}",
+        ErrorClass.TRANSIENT, detail, rule=rule,
         agent_message=f"The records needed to check {contract.name} could not be read right "
                       "now. Nothing was done; the same call may pass later.",
         user_message=UNAVAILABLE_USER_MESSAGE,
@@ -366,7 +369,7 @@ def not_found_message(lookup: Lookup, variables: Mapping[str, Any]) -> str:
 
 
 def rule_outcome(contract: Contract, rule: Rule, value: Any, variables: Mapping[str, Any],
-                 trace: list[RawTraceEntry], shadow: list[ShadowVerdict],
+                 trace: list[RawTraceEntry], shadow: list[ShadowVerdict], *,
                  example: str) -> Rejection | None:
     """What a business rule that did not simply hold decides: ``value`` is what its
     expression gave, or the ``CelEvaluationError`` it raised. ``None``: the call goes on
@@ -397,8 +400,8 @@ def violation(contract: Contract, rule: Rule, variables: Mapping[str, Any], erro
         rule.error_class,
         f"rule {rule.name} " + (f"failed to evaluate: {error}" if error else "is false"),
         rule=f"{contract.name}/{rule.name}",
-        agent_message=Deferred(messages.agent),
-        user_message=Deferred(messages.user),
+        agent_message=messages.agent,
+        user_message=messages.user,
         hint=rule.hint or (example if example is not None else example_call(contract)),
         route=rule.route,
         extra={"evaluation_error": error} if error else {},

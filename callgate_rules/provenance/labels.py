@@ -142,9 +142,9 @@ def record_labels(lookups: Sequence[_LabellingLookup],
     labelled: list[LabelledRecord] = []
     for lookup in lookups:
         bound = variables.get(lookup.name)
-        records = [bound] if isinstance(bound, Mapping) else \
-            [item for item in bound if isinstance(item, Mapping)] if isinstance(bound, list) \
-            else []
+        records = ([bound] if isinstance(bound, Mapping) else
+            [item for item in bound if isinstance(item, Mapping)] if isinstance(bound, list)
+            else [])
         if not lookup.labels or not records:
             continue
         try:

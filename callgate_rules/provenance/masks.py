@@ -37,8 +37,8 @@ class IndexMasks:
         self._planes = [encoded[plane::4] for plane in range(1 if self._ascii else _PLANES)]
         self._ones = int.from_bytes(b"\x01" * length, "little")
         self._characters: dict[str, int] = {}
-        alnum = self._planes[0].translate(_ALNUM) if self._ascii \
-            else bytes(map(str.isalnum, text))
+        alnum = (self._planes[0].translate(_ALNUM) if self._ascii
+            else bytes(map(str.isalnum, text)))
         spaces = int.from_bytes(bytes(separator_width).join(space_masks), "little")
         not_alnum = int.from_bytes(alnum, "little") ^ self._ones
         # may start at x: x == 0, no letter or digit at x - 1, or a space right before x

@@ -137,8 +137,8 @@ class NormalText:
         table, squashed = [], 0
         for start in range(0, max(len(self.folded), 1), _BLOCK):
             table.append(squashed)
-            squashed += min(_BLOCK, len(self.folded) - start) \
-                - self.folded.count(" ", start, start + _BLOCK)
+            squashed += (min(_BLOCK, len(self.folded) - start)
+                - self.folded.count(" ", start, start + _BLOCK))
         self._table = table
         return table
 
@@ -368,15 +368,15 @@ def common_prefix(text: str, first: int, second: int) -> int:
     length, size = 0, 64
     while length < available:
         size = min(size, available - length)
-        if text[first + length:first + length + size] == \
-                text[second + length:second + length + size]:
+        if (text[first + length:first + length + size] ==
+                text[second + length:second + length + size]):
             length += size
             size *= 2
             continue
         while size > 1:  # the first difference lies within these ``size`` characters
             half = size // 2
-            if text[first + length:first + length + half] == \
-                    text[second + length:second + length + half]:
+            if (text[first + length:first + length + half] ==
+                    text[second + length:second + length + half]):
                 length += half
                 size -= half
             else:

@@ -88,8 +88,8 @@ def _stretch_numbers(text: str, runs: list[tuple[int, int]], found: set[Decimal]
     while index < len(runs):
         start = runs[index][0]
         # the separator before this run is the character a number would start after
-        end = _number_end(text, runs, index) if text[start - 1] not in DECIMAL_POINTS \
-            else None
+        end = (_number_end(text, runs, index) if text[start - 1] not in DECIMAL_POINTS
+            else None)
         if end is None:
             index += 1
         else:

@@ -325,10 +325,10 @@ def _words_of(texts: Iterable[str]) -> set[str]:
 
 
 def _month_names() -> dict[int, set[str]]:
-    from callgate_rules.provenance.text_values import _MONTHS
+    from callgate_rules.provenance.text_values import MONTHS
 
     names: dict[int, set[str]] = {}
-    for name, number in _MONTHS.items():
+    for name, number in MONTHS.items():
         names.setdefault(number, set()).add(name)
     return names
 
@@ -435,8 +435,8 @@ def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
     else:
         described = {"sources": ["indistinct"], "labels": [], "turns": [], "reads": [],
                      "echoes": [], "latest_turn": False, "composed": False}
-    described["parts"] = _parts_of(value, keys, spelled, index, records) \
-        if isinstance(value, str) else []
+    described["parts"] = (_parts_of(value, keys, spelled, index, records)
+        if isinstance(value, str) else [])
     return described
 
 
@@ -472,8 +472,8 @@ def trace_origins(arguments: Any, conversation: Conversation | None,
     if isinstance(conversation, RecordedConversation) and conversation.origins is not None:
         return conversation.origins, list(conversation.reads or [])  # replayed: as it was
     record_keys = _RecordKeys(records, labelled)
-    if conversation is None or conversation.unreadable is not None or \
-            isinstance(conversation, RecordedConversation):
+    if (conversation is None or conversation.unreadable is not None or
+            isinstance(conversation, RecordedConversation)):
         return unknown(arguments, record_keys), []  # replayed, but origins not recorded
     index = reads_index(conversation, labeller, evidence)
 

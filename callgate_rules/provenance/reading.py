@@ -244,8 +244,8 @@ class _Reader:
         try:
             text = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError, OverflowError) as error:
-            raise _Unreadable(f"{where}: content that cannot be read as text ({error})") \
-                from None
+            raise _Unreadable(
+                f"{where}: content that cannot be read as text ({error})") from None
         return self.chars(text)
 
     def check_key(self, key: Any, where: str) -> None:

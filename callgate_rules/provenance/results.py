@@ -129,8 +129,8 @@ def _yaml_or_text(text: str) -> Any:
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-        if node is None or node.tag not in ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map") \
-                or not _plain(node):
+        if (node is None or node.tag not in ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
+                or not _plain(node)):
             return text
         return loader.construct_document(node)
     except (yaml.YAMLError, ValueError, TypeError, RecursionError):
@@ -145,8 +145,8 @@ def _plain(root: yaml.Node) -> bool:
     pending: list[tuple[yaml.Node, int]] = [(root, 0)]
     while pending:
         node, depth = pending.pop()
-        if id(node) in seen or node.tag not in _PLAIN_TAGS or depth > MAX_DEPTH \
-                or len(seen) >= MAX_YAML_NODES:
+        if (id(node) in seen or node.tag not in _PLAIN_TAGS or depth > MAX_DEPTH
+                or len(seen) >= MAX_YAML_NODES):
             return False
         seen.add(id(node))
         if isinstance(node, yaml.SequenceNode):

@@ -234,8 +234,8 @@ def spelled_in(folded: str, vocabulary: Vocabulary) -> list[Spelled]:
         begin = starts[first]
         for length in prefixes[skeleton[begin:begin + MIN_TOKEN]]:
             last = run_ending.get(begin + length, first)
-            canonical = vocabulary.tokens.get(skeleton[begin:begin + length]) \
-                if last > first else None
+            canonical = (vocabulary.tokens.get(skeleton[begin:begin + length])
+                if last > first else None)
             if canonical is not None and canonical not in found:
                 found[canonical] = (first, last)
     if not found:

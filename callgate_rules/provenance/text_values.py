@@ -54,7 +54,7 @@ MIN_NUMBER_DIGITS = 3  # significant digits of a number part
 URL, EMAIL, IBAN, DATE, NUMBER, WORD, NAME = (
     "url", "email", "iban", "date", "number", "word", "name")
 
-_MONTHS = {
+MONTHS = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
     "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
@@ -68,7 +68,7 @@ _MONTHS = {
     "diciembre": 12, "gennaio": 1, "febbraio": 2, "aprile": 4, "maggio": 5, "giugno": 6,
     "luglio": 7, "settembre": 9, "ottobre": 10, "dicembre": 12,
 }
-_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th|er|\.)?"
 _PATTERNS = {
     # a backslash ends a URL: in a quoted YAML or JSON string "…/link\n" is the link, then
@@ -166,8 +166,8 @@ def _parts(text: str) -> tuple[TextPart, ...]:
             parts.append(TextPart(EMAIL, match.group(0), (f"email:{match.group(0)}",)))
     for match in patterns[IBAN].finditer(folded):
         compact = match.group(0).replace(" ", "").upper()
-        if 15 <= len(compact) <= 34 and any(c.isdigit() for c in compact[4:]) \
-                and claim(*match.span()):
+        if (15 <= len(compact) <= 34 and any(c.isdigit() for c in compact[4:])
+                and claim(*match.span())):
             parts.append(TextPart(IBAN, match.group(0), (f"iban:{compact}",)))
     _dates(folded, patterns, claim, parts)
     masked = folded
@@ -207,7 +207,7 @@ def _dates(folded: str, patterns: dict[str, Any], claim: Any, parts: list[TextPa
     for name, order in (("month_first", (3, 1, 2)), ("day_first", (3, 2, 1))):
         for match in patterns[name].finditer(folded):
             year, month, day = (match.group(i) for i in order)
-            found = _date(int(year), _MONTHS[month], int(day))
+            found = _date(int(year), MONTHS[month], int(day))
             if found and claim(*match.span()):
                 parts.append(TextPart(DATE, match.group(0), (found,)))
     for match in patterns["dotted"].finditer(folded):  # 11.01.2025: day first
@@ -259,7 +259,7 @@ def canonical_of_value(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         found = parts_of(value)
         whole = [part for part in found if part.kind not in (WORD, NAME)]
-        if len(whole) == 1 and \
-                fold(whole[0].written).rstrip("/") == fold(value).rstrip(".,;:!?/"):
+        if (len(whole) == 1 and
+                fold(whole[0].written).rstrip("/") == fold(value).rstrip(".,;:!?/")):
             return whole[0].canonical
     return ()

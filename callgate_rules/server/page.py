@@ -176,8 +176,8 @@ def page_router(service: Service) -> APIRouter:
             fields = await form_of(request, None)
         except _Refused as refused:
             return login_page(403, str(refused))
-        given = fields.get("token", "").strip() or \
-            request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        given = (fields.get("token", "").strip() or
+            request.headers.get("authorization", "").removeprefix("Bearer ").strip())
         too_many = throttled(request, "(token)")
         if too_many is not None:
             return too_many
@@ -355,8 +355,8 @@ def token_expiry(token: str) -> float | None:
         expiry = jwt.decode(token, options={"verify_signature": False}).get("exp")
     except jwt.InvalidTokenError:
         return None
-    return float(expiry) if isinstance(expiry, int | float) and \
-        not isinstance(expiry, bool) else None
+    return (float(expiry) if isinstance(expiry, int | float) and
+        not isinstance(expiry, bool) else None)
 
 
 def _address(request: Request) -> str:

@@ -203,8 +203,8 @@ class RequestLimits:
             return
         has_body = (length is not None and length != b"0") or b"transfer-encoding" in headers
         kind = headers.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
-        if has_body and scope.get("method") == "POST" and \
-                scope.get("path", "").startswith(self.json_prefix):
+        if (has_body and scope.get("method") == "POST" and
+                scope.get("path", "").startswith(self.json_prefix)):
             if kind.lower() not in JSON_TYPES:
                 await self._answer(send, 415, "Unsupported media type",
                                    f"send the body as application/json, not {kind or 'none'}",

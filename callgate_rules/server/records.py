@@ -37,8 +37,8 @@ from callgate_rules.server.problems import Problem
 
 T = TypeVar("T")
 # Records by collection for the request running in this thread; None: none were passed.
-_REQUEST_RECORDS: contextvars.ContextVar[Mapping[str, Sequence[Record]] | None] = \
-    contextvars.ContextVar("callgate_request_records", default=None)
+_REQUEST_RECORDS: contextvars.ContextVar[Mapping[str, Sequence[Record]] | None] = (
+    contextvars.ContextVar("callgate_request_records", default=None))
 MAX_RECORDS_PER_LOOKUP = 1000
 
 

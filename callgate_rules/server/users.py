@@ -116,8 +116,8 @@ def load_users(path: str | Path) -> Users:
     users = {}
     for login, entry in table.items():
         stored = entry.get("password") if isinstance(entry, dict) else None
-        if not isinstance(login, str) or not isinstance(stored, str) or \
-                not stored.startswith(SCHEME + "$"):
+        if (not isinstance(login, str) or not isinstance(stored, str) or
+                not stored.startswith(SCHEME + "$")):
             raise InputError(f"--users {source}: users.{login}.password must be a hash from "
                              "`callgate hash-password`")
         scope = _scope_of(entry.get("scope"), f"--users {source}: users.{login}.scope")
@@ -159,8 +159,8 @@ def _scope_of(given: Any, where: str) -> Scope | None:
 
 def _texts(values: Any, where: str) -> frozenset[str]:
     listed = [values] if isinstance(values, str) else values
-    if not isinstance(listed, list) or not listed or \
-            not all(isinstance(value, str) and value for value in listed):
+    if (not isinstance(listed, list) or not listed or
+            not all(isinstance(value, str) and value for value in listed)):
         raise InputError(f"{where}: expected a list of names, e.g. [acme]")
     return frozenset(listed)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from callgate_rules import Gate, open_store
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import utc_now
-from callgate_rules.pipeline.route import Run
 
 DOCUMENTS = Path(__file__).resolve().parents[1] / "data" / "approval_covers"
 HOLDER = {"id": "U-1", "role": "holder"}

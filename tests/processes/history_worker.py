@@ -23,9 +23,9 @@ from typing import Any
 
 from callgate_rules import Gate, open_store
 from callgate_rules.documents.compiler import load
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import utc_now
-from callgate_rules.pipeline.route import Run
 from tests.processes.worker import destination
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from callgate_rules.documents.compiler import load
 from callgate_rules.harness.scenarios import FakeClock
 from callgate_rules.harness.world import WorldResolvers
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.hosted import HostedWrites
-from callgate_rules.pipeline.route import Run
 from callgate_rules.pipeline.runs import run_from_history
 from callgate_rules.store import MemoryStore
 from callgate_rules.store.history import HistoryEntry

@@ -80,8 +80,8 @@ def _section(spec: Any, name: str) -> Mapping[str, Any]:
 
 
 def _positive(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-        else default
+    return (value if isinstance(value, int) and not isinstance(value, bool) and value > 0
+        else default)
 
 
 def _access_findings(compilation: Compilation, limit: int,

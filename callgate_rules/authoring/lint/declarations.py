@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.documents.compiler import Compilation, Finding, dotted
 from callgate_rules.documents.model import Idempotency
-from callgate_rules.pipeline.parse import _first_undeclared
+from callgate_rules.pipeline.parse import first_undeclared
 from callgate_rules.taxonomy import ErrorClass
 
 
@@ -34,7 +34,7 @@ def check_examples(compilation: Compilation) -> Iterator[Finding]:
         source = compilation.contract_sources[name]
         for index, example in enumerate(contract.examples):
             path = ("spec", "examples", index, "arguments")
-            undeclared = _first_undeclared(dict(example.arguments), contract.arguments_schema, ())
+            undeclared = first_undeclared(dict(example.arguments), contract.arguments_schema, ())
             if undeclared is not None:
                 yield Finding(source.locate(path), "error", "example-invalid",
                               f"{name} example {index + 1}: argument {'.'.join(undeclared)!r} "

@@ -17,7 +17,7 @@ from typing import Any
 
 from callgate_rules.authoring.lint.places import item_paths
 from callgate_rules.documents.compiler import Compilation, Finding
-from callgate_rules.documents.model import _PLACEHOLDER, Contract
+from callgate_rules.documents.model import PLACEHOLDER, Contract
 from callgate_rules.documents.source import NodePath, SourceDocument
 
 # The message fields of a contract, by where they are written
@@ -78,7 +78,7 @@ def _check(source: SourceDocument, path: NodePath,
     text = _node(source.data, path)
     if not isinstance(text, str):
         return
-    for match in _PLACEHOLDER.finditer(text):
+    for match in PLACEHOLDER.finditer(text):
         fields = match.group(1).split(".")
         problems = [_missing(schemas[fields[0]], fields[0], fields[1:])
                     for schemas in candidates if fields[0] in schemas]
@@ -106,8 +106,8 @@ def _missing(schema: Mapping[str, Any], root: str, fields: Sequence[str]) -> str
         properties = node.get("properties")
         if kind not in (None, "object") and not (isinstance(kind, list) and "object" in kind):
             where = ".".join(read)
-            return f"{where} is {kind if isinstance(kind, str) else ' or '.join(kind)}, " \
-                   "not an object with fields"
+            return (f"{where} is {kind if isinstance(kind, str) else ' or '.join(kind)}, "
+                   "not an object with fields")
         if isinstance(properties, Mapping) and name in properties:
             node = properties[name]
             read.append(name)

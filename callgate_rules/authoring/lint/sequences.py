@@ -14,7 +14,7 @@ from typing import Any
 
 from callgate_rules.authoring.lint.cascade import broken
 from callgate_rules.authoring.lint.expressions import BASE_VARIABLES, ExpressionPlace
-from callgate_rules.authoring.lint.typecheck import _finding, _place_findings, variable_types
+from callgate_rules.authoring.lint.typecheck import located_finding, place_findings, variable_types
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import compile_expression
 from callgate_rules.cel.syntax import Node
@@ -46,8 +46,8 @@ def _sequence_findings(compilation: Compilation, source: SourceDocument, path: N
     cascade = broken(compilation)
     for key, tools in (("after", after.get("tools") or []), (effect, later.get("tools") or [])):
         for tool in tools:
-            if tool != "*" and tool not in compilation.contracts and \
-                    not cascade.may_define_tool(tool):
+            if (tool != "*" and tool not in compilation.contracts and
+                    not cascade.may_define_tool(tool)):
                 yield Finding(source.locate((*path, key, "tools")), "warning", "unknown-tool",
                               f"sequence {name}: no contract defines {tool!r}")
     later_tools = [c for c in compilation.contracts.values()
@@ -72,7 +72,7 @@ def _sequence_findings(compilation: Compilation, source: SourceDocument, path: N
                                   f"{place.label}: {unknown!r} is not defined here; known: "
                                   f"{', '.join(sorted(allowed))}")
             types = {**variable_types(compilation, contract), "h": ENTRY_TYPE}
-            for finding in _place_findings(place, types, trees):
+            for finding in place_findings(place, types, trees):
                 if (finding.message, finding.code) not in said:
                     said.add((finding.message, finding.code))
-                    yield _finding(place, finding, place.label)
+                    yield located_finding(place, finding, place.label)

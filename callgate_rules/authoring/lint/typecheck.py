@@ -37,8 +37,8 @@ def check_types(compilation: Compilation) -> Iterator[Finding]:
              for name, contract in compilation.contracts.items()}
     for contract in compilation.contracts.values():
         for place in contract_expressions(compilation, contract):
-            for finding in _place_findings(place, types[contract.name], trees):
-                yield _finding(place, finding, f"{contract.name} {place.label}")
+            for finding in place_findings(place, types[contract.name], trees):
+                yield located_finding(place, finding, f"{contract.name} {place.label}")
     yield from _access_findings(compilation, types, trees)
 
 
@@ -53,16 +53,16 @@ def _access_findings(compilation: Compilation, types: Mapping[str, Mapping[str, 
     for places in by_rule.values():
         tools: dict[CheckFinding, list[str]] = {}
         for place in places:
-            for finding in _place_findings(place, types[place.tool], trees):
+            for finding in place_findings(place, types[place.tool], trees):
                 tools.setdefault(finding, []).append(place.tool)
         for finding, names in tools.items():
             label = places[0].label
             if len(names) < len(places):
                 label += f" (for {', '.join(sorted(names))})"
-            yield _finding(places[0], finding, label)
+            yield located_finding(places[0], finding, label)
 
 
-def _place_findings(place: ExpressionPlace, types: Mapping[str, t.Type],
+def place_findings(place: ExpressionPlace, types: Mapping[str, t.Type],
                     trees: dict[str, Node | None]) -> list[CheckFinding]:
     source = place.expression.source
     # the compiled tree, with the named definitions expanded in it
@@ -94,7 +94,7 @@ def _place_findings(place: ExpressionPlace, types: Mapping[str, t.Type],
     return findings
 
 
-def _finding(place: ExpressionPlace, finding: CheckFinding, label: str) -> Finding:
+def located_finding(place: ExpressionPlace, finding: CheckFinding, label: str) -> Finding:
     location = place.source.locate_in_scalar(place.path, finding.line, finding.column)
     return Finding(location, finding.severity, finding.code, f"{label}: {finding.message}")
 

@@ -181,8 +181,8 @@ class _Lowering:
 
     def select(self, tree: syntax.Select) -> Node:
         qualified = syntax.qualified_name(tree)
-        if qualified is not None and qualified.lstrip(".") in TYPE_NAMES \
-                and qualified.split(".")[0] not in self.scope:
+        if (qualified is not None and qualified.lstrip(".") in TYPE_NAMES
+                and qualified.split(".")[0] not in self.scope):
             return Const(TYPE_NAMES[qualified.lstrip(".")])
         operand = self.node(tree.operand)
         # after an optional selection, or on a library function's result (which may be an

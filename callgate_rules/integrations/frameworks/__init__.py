@@ -20,10 +20,10 @@ from typing import Any
 
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.integrations.formats import from_strict_arguments
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.propose import NonFiniteNumber, read_json
-from callgate_rules.pipeline.route import Run
 
 OnDecision = Callable[[Decision], None]
 
@@ -123,8 +123,8 @@ def turn_of(context: Any) -> Turn:
     attribute or key (so an application's own dependencies object can carry one)."""
     if isinstance(context, Turn):
         return context
-    found = context.get("callgate") if isinstance(context, Mapping) \
-        else getattr(context, "callgate", None)
+    found = (context.get("callgate") if isinstance(context, Mapping)
+        else getattr(context, "callgate", None))
     if isinstance(found, Turn):
         return found
     raise TypeError(

@@ -70,9 +70,9 @@ from callgate_rules.integrations.formats import (
 )
 from callgate_rules.integrations.frameworks import OnDecision, proposal
 from callgate_rules.pipeline.asynchronous import AsyncGate
+from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.preview import Preview
-from callgate_rules.pipeline.route import Run
 
 _RUNS_KEPT = 1024  # the budgets of this many recent turns are kept per node
 STATE_KEY = "callgate"  # the state key that carries the actor and session
@@ -264,8 +264,8 @@ def _answer_of(answer: Any, actor: Mapping[str, Any]) -> _Answer:
     default = str(actor.get("id", "the user"))
     if isinstance(answer, list | tuple) and len(answer) == 1:
         answer = answer[0]
-    if isinstance(answer, Mapping) and isinstance(answer.get("decisions"), list) \
-            and len(answer["decisions"]) == 1:
+    if (isinstance(answer, Mapping) and isinstance(answer.get("decisions"), list)
+            and len(answer["decisions"]) == 1):
         answer = answer["decisions"][0]
     if answer is True:
         return _Answer(default)
@@ -281,8 +281,8 @@ def _answer_of(answer: Any, actor: Mapping[str, Any]) -> _Answer:
             tool = action.get("name") or action.get("action")
             return _Answer(by, dict(action["args"]), str(tool) if tool else None)
         return _Answer(None, message="the edit carried no arguments")
-    said = answer.get("message") if kind == "reject" else \
-        answer.get("args") if kind == "response" else None
+    said = (answer.get("message") if kind == "reject" else
+        answer.get("args") if kind == "response" else None)
     return _Answer(None, message=str(said) if isinstance(said, str) and said else None)
 
 
@@ -302,8 +302,8 @@ def _actor_and_session(state: Any, config: RunnableConfig) -> tuple[Mapping[str,
     configurable = config.get("configurable") or {}
     if configurable.get("actor"):
         return configurable["actor"], configurable.get("session")
-    kept = state.get(STATE_KEY) if isinstance(state, Mapping) else \
-        getattr(state, STATE_KEY, None)
+    kept = (state.get(STATE_KEY) if isinstance(state, Mapping) else
+        getattr(state, STATE_KEY, None))
     if isinstance(kept, Mapping) and isinstance(kept.get("actor"), Mapping):
         return kept["actor"], kept.get("session")
     return {}, None

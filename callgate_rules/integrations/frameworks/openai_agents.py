@@ -195,8 +195,8 @@ class CallgateTools:
         conversation = self._conversation(context, turn)
         held = turn.approvals.pop(call_id, None)
         self._drafts.pop(call_id, None)
-        if held is not None and held.approved_by is not None \
-                and context.is_tool_approved(name, call_id):  # a person, through ``approve``
+        if (held is not None and held.approved_by is not None
+                and context.is_tool_approved(name, call_id)):  # a person, through ``approve``
             decision = await self.gate.aapprove(
                 call, held.token, actor=turn.actor, request_id=turn.request_id,
                 confirmed_by=held.approved_by, run=turn.run, session=turn.session,

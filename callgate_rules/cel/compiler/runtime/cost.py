@@ -129,8 +129,8 @@ def metered_equals(left: Any, right: Any) -> bool:
     """``==`` charged by what it may compare: two lists or maps of one length cost the
     elements of one of them (nested ones included); of different lengths they are unequal
     at once."""
-    if isinstance(left, _AGGREGATES) and isinstance(right, _AGGREGATES) \
-            and len(left) == len(right):
+    if (isinstance(left, _AGGREGATES) and isinstance(right, _AGGREGATES)
+            and len(left) == len(right)):
         _charge_aggregate(left, "a comparison")
     return equals(left, right)
 
