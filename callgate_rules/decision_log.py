@@ -141,8 +141,8 @@ class ReplayInputs:
                                 decided.get("rule")),
                 origins=value.get("origins"), reads=value.get("reads"))
         except (KeyError, TypeError, AttributeError) as error:
-            raise ValueError(f"replay is incomplete ({type(error).__name__}: {error})") \
-                from None
+            raise ValueError(
+                f"replay is incomplete ({type(error).__name__}: {error})") from None
 
 
 def replay_record(*, now: str | None, actor: Mapping[str, Any], session: Mapping[str, Any],
@@ -225,11 +225,11 @@ class DecisionLog:
             self._append(record)
             written = self._head
             self._since_checkpoint += 1
-            if self.signing_key is not None and \
-                    self._since_checkpoint >= self.checkpoint_every:
+            if (self.signing_key is not None and
+                    self._since_checkpoint >= self.checkpoint_every):
                 self._checkpoint()
-            if self.max_bytes is not None and self.path is not None and \
-                    self._stream.tell() >= self.max_bytes:
+            if (self.max_bytes is not None and self.path is not None and
+                    self._stream.tell() >= self.max_bytes):
                 self._rotate()
             return written
 
@@ -343,8 +343,8 @@ class DecisionLog:
         cutoff = now - self.retention
         dropped, undated, first_undated, oldest = 0, 0, 0, None
         temporary = self.path.with_suffix(self.path.suffix + ".tmp")
-        with self.path.open(encoding="utf-8", newline="") as source, \
-                temporary.open("w", encoding="utf-8", newline="") as kept:
+        with (self.path.open(encoding="utf-8", newline="") as source,
+              temporary.open("w", encoding="utf-8", newline="") as kept):
             for number, line in enumerate(source, start=1):
                 ts = _timestamp(line)
                 if ts is None:
@@ -429,8 +429,8 @@ def _last_line(path: Path) -> str | None:
             end = start
             stripped = tail.rstrip(b"\n")
             if b"\n" in stripped or end == 0:
-                return stripped.rsplit(b"\n", 1)[-1].decode("utf-8", "surrogateescape") \
-                    if stripped else None
+                return (stripped.rsplit(b"\n", 1)[-1].decode("utf-8", "surrogateescape")
+                    if stripped else None)
     return None
 
 

@@ -22,7 +22,7 @@ The convention (for everyone writing a page):
   one is run as that file).
 - ``<!-- tested by tests/PATH.py -->`` before the fence says another test runs it (that file
   must exist and name the page it reads); ``<!-- lint-example -->`` is
-  tests/test_lint_types.py's.
+  tests/authoring/test_lint_types.py's.
 - Every other example runs here:
   - YAML holding a document with ``kind: ToolContract | AccessPolicy | RoutingTable |
     Definitions`` is compiled with the repository's documents (replacing the one of the same
@@ -273,7 +273,7 @@ def test_the_excerpt_check_finds_a_missing_file_and_a_changed_line() -> None:
 def test_an_example_tested_elsewhere_names_a_test_that_reads_its_page(
         example: Example) -> None:
     named = TESTED_BY.search(example.marker)
-    path = REPO / (named.group(1) if named else "tests/test_lint_types.py")
+    path = REPO / (named.group(1) if named else "tests/authoring/test_lint_types.py")
     assert path.is_file(), f"{example}: {path} does not exist"
     source = path.read_text(encoding="utf-8")
     page = example.page.relative_to(DOCS) if example.page.is_relative_to(DOCS) else None

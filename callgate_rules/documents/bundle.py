@@ -163,8 +163,8 @@ def _named_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
         for file in iter_yaml_files([given]):
             if given.is_dir():
                 root = given.resolve().name
-                name = "/".join((root, *file.relative_to(given).parts)) if root \
-                    else file.relative_to(given).as_posix()
+                name = ("/".join((root, *file.relative_to(given).parts)) if root
+                    else file.relative_to(given).as_posix())
             else:
                 name = file.name
             if name in seen:
@@ -226,8 +226,8 @@ def _write_tar(output: Path, members: Sequence[tuple[str, bytes]], mtime: int) -
     folder = output.parent if str(output.parent) else Path(".")
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{output.name}.")
     try:
-        with os.fdopen(handle, "wb") as raw, \
-                tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with (os.fdopen(handle, "wb") as raw,
+              tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar):
             for name, data in members:
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), mtime, 0o644

@@ -124,8 +124,8 @@ class BundleWatch:
             return self._refuse(f"bundle {self.location}: cannot serve it: {error}", digest)
         LOGGER.warning("bundle %s: now serving %s (was %s)", self.location, bundle.digest,
                        self.state.serving)
-        self.state.serving, self.state.refused, self.state.refused_digest = \
-            bundle.digest, None, None
+        self.state.serving, self.state.refused, self.state.refused_digest = (
+            bundle.digest, None, None)
         self.state.reloads += 1
         self.counted("reloaded")
         return "reloaded"

@@ -5,7 +5,7 @@ every keyword of every subschema it visits, which made it the most expensive ste
 decision although nearly every call is valid. On the hot path the gate only needs the
 verdict; the detailed error is asked of ``jsonschema`` afterwards, and only when this
 predicate says "invalid". So ``jsonschema`` stays the source of truth for the messages, and
-this module must give exactly its verdicts — ``tests/test_schemacheck.py`` checks that
+this module must give exactly its verdicts — ``tests/documents/test_schemacheck.py`` checks that
 differentially. That ``jsonschema`` is ``GateValidator`` (``documents.gate_validator``):
 Draft 2020-12 with the gate's format checker, whose ``pattern``, ``patternProperties`` and
 ``additionalProperties`` match with RE2 semantics in time linear in the text

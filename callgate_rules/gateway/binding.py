@@ -137,8 +137,8 @@ def records(data: Any) -> list[Record]:
 
 
 def _is_empty(data: Any) -> bool:
-    return data is None or (isinstance(data, str | list | dict) and not data) or \
-        (isinstance(data, str) and not data.strip())
+    return (data is None or (isinstance(data, str | list | dict) and not data) or
+        (isinstance(data, str) and not data.strip()))
 
 
 # What the clients see ----------------------------------------------------------------------
@@ -222,8 +222,8 @@ def notes(config: GateConfig, upstream: Reachable) -> list[str]:
             continue
         where = _verify_location(contract)
         for path in sorted(contract.verify.references):
-            missing = missing_field(tool.output_schema, path[1:]) if path[0] == "result" \
-                else None
+            missing = (missing_field(tool.output_schema, path[1:]) if path[0] == "result"
+                else None)
             if missing is not None:
                 found.append(f"warning: {where}: {name} verify reads "
                              f"result.{'.'.join(missing)}, which the upstream tool's "
@@ -307,5 +307,5 @@ def _type_difference(contract: Mapping[str, Any], upstream: Mapping[str, Any],
 def _types(value: Any) -> set[str]:
     if isinstance(value, str):
         return {value}
-    return {item for item in value if isinstance(item, str)} if isinstance(value, list) \
-        else set()
+    return ({item for item in value if isinstance(item, str)} if isinstance(value, list)
+        else set())

@@ -64,8 +64,8 @@ def decision_meta(decision: Decision) -> dict[str, Any]:
 def result_of(decision: Decision) -> types.CallToolResult:
     """The client's answer to one decided call."""
     meta = decision_meta(decision)
-    if decision.route in PASSED_THROUGH and isinstance(decision.result, dict) \
-            and "content" in decision.result:
+    if (decision.route in PASSED_THROUGH and isinstance(decision.result, dict)
+            and "content" in decision.result):
         result = types.CallToolResult.model_validate(decision.result)
         result.meta = {**(result.meta or {}), **meta}
         return result

@@ -169,8 +169,8 @@ async def serve(settings: Settings) -> None:
         # kept running: started again when it stops, UpstreamGone when it keeps stopping
         async with _upstreams(settings) as upstream:
             gateway = Gateway.start(config, upstream, store, settings, decision_log)
-            if settings.bundle is not None and settings.bundle_location is not None \
-                    and settings.bundle_poll > 0:
+            if (settings.bundle is not None and settings.bundle_location is not None
+                    and settings.bundle_poll > 0):
                 reloading = reload.watch(
                     settings.bundle_location, settings.bundle_public_key,
                     allow_unsigned=settings.allow_unsigned_bundle,
@@ -371,8 +371,8 @@ class Gateway:
             return str(state["request_id"])  # the retry of an input_required round trip
         caller = self.caller_digest(identity)
         supplied = (params.meta or {}).get(REQUEST_ID_META)
-        if isinstance(supplied, str | int) and not isinstance(supplied, bool) \
-                and str(supplied):
+        if (isinstance(supplied, str | int) and not isinstance(supplied, bool)
+                and str(supplied)):
             return f"mcp:{caller}:request:{supplied}"
         return f"mcp:{caller}:session:{self.session_of(ctx)}{CALL_MARK}{ctx.request_id!r}"
 

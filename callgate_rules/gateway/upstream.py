@@ -339,8 +339,8 @@ async def _started(stack: AsyncExitStack, spec: UpstreamSpec, start_timeout: flo
             await session.initialize()
             tools = await list_tools(session)
     except TimeoutError:
-        return None, {}, f"the upstream {spec.describe()} did not answer within " \
-                         f"{start_timeout:g}s"
+        return (None, {}, f"the upstream {spec.describe()} did not answer within "
+                         f"{start_timeout:g}s")
     except _START_FAILURES as error:
         return None, {}, f"the upstream {spec.describe()} did not start: {_describe(error)}"
     return session, tools, None

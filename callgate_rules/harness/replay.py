@@ -247,9 +247,9 @@ def redecide(gate: Gate, line: int,
         return NotRedecided(line, request_id, tool, masked)
     resolvers = RecordedResolvers(inputs)
     gate.resolvers = resolvers
-    conversation = RecordedConversation(
-        (), sources=inputs.provenance, origins=inputs.origins, reads=inputs.reads) \
-        if inputs.provenance is not None or inputs.origins is not None else None
+    conversation = (RecordedConversation(
+        (), sources=inputs.provenance, origins=inputs.origins, reads=inputs.reads)
+        if inputs.provenance is not None or inputs.origins is not None else None)
     try:
         decision = gate.check({"name": tool, "arguments": arguments}, actor=inputs.actor,
                               now=_decision_time(inputs, record), request_id=request_id,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from callgate_rules.pipeline import record, rejection_messages
@@ -85,7 +86,7 @@ class Decided(NamedTuple):
     more: dict[str, Any] | None  # for a rejection the plan prepared: what its messages read
     shadow: tuple[ShadowVerdict, ...]
     # when, and for which request
-    request_id: str
+    request_id: str | None  # the host's; the log names one when it gave none
     decided_at: float  # seconds since the epoch
     elapsed: float  # seconds spent on steps 1–4
     # how its messages are worded
@@ -118,8 +119,8 @@ class Decision:
     A decision made by step 7 (``Decision.of``) works out ``agent_message``,
     ``user_message``, ``log`` and ``trace`` from its record (``decided``; ``finished`` once
     executed) when first read; one made otherwise (a refused confirmation, say) is given
-    them. Each field below with a default holds it until set: an instance keeps only what
-    it was given."""
+    them. A field below with a default holds it until set (``Decision.of`` sets only what
+    step 7 decided)."""
 
     route: Route
     error_class: ErrorClass | None
@@ -137,7 +138,7 @@ class Decision:
     confirmation_token: str | None = None
     limit_path: str | None = None  # set when a budget's limit decided the route
     retry_after: float | None = None  # seconds to wait, for ``retry``
-    extra: Mapping[str, Any]
+    extra: Mapping[str, Any] = MappingProxyType({})
     sealer: Sealer | None = None  # what the formats helpers seal the agent message with
     decided: Decided | None = None  # the record step 7 made
     finished: Finished | None = None  # what steps 5–7 added to it
@@ -172,7 +173,8 @@ class Decision:
         self.operation_id, self.result = operation_id, result
         self.draft, self.confirmation_token = draft, confirmation_token
         self.limit_path, self.retry_after = limit_path, retry_after
-        self.extra = {} if extra is None else extra
+        if extra is not None:
+            self.extra = extra
         self.sealer, self.decided, self.finished = sealer, decided, finished
 
     @classmethod
@@ -189,7 +191,6 @@ class Decision:
         if contract is not None:
             decision.tool, decision.contract_version = contract.name, contract.version
         decision.versions = dict(decided.versions)  # the decision's own, to change at will
-        decision.extra = {}
         if call is not None:
             decision.arguments, decision.call_id = call.arguments, call.call_id
         if rejection is not None and rejection.candidates:
@@ -223,6 +224,7 @@ class Decision:
 
     @property
     def trace(self) -> tuple[TraceEntry, ...]:
+        """Each step and rule evaluated, with its result (``callgate check --explain``)."""
         trace = self._trace
         if trace and type(trace[0]) is tuple:  # the steps' raw entries, made entries now
             trace = self._trace = trace_entries(trace)
@@ -278,6 +280,7 @@ class Decision:
         state = {name: getattr(self, name) for name in PUBLIC_FIELDS
                  if name not in MESSAGE_FIELDS}
         state["agent_message"], state["user_message"] = self._agent_message, self._user_message
+        state["extra"] = dict(self.extra)  # the shared empty default is read-only
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

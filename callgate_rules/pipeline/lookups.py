@@ -133,8 +133,8 @@ class _Job:
 def _materialised(found: Any) -> Any:
     """A lazy answer (a generator) read in the resolver's thread, where the deadline holds
     — at most one record past ``MAX_RECORDS``, for ``validate.records_of`` to refuse."""
-    if isinstance(found, list | tuple | str | bytes | Mapping) or \
-            not isinstance(found, Iterable):
+    if (isinstance(found, list | tuple | str | bytes | Mapping) or
+            not isinstance(found, Iterable)):
         return found
     return list(itertools.islice(found, MAX_RECORDS + 1))
 

@@ -326,8 +326,8 @@ class WriteMachine:
         """The per-call limit path. A claim still held is recorded first: an unknown outcome
         stays unknown (and goes to a person), a failure before sending is a failure."""
         receipt = self.store.get(self.operation.operation_id)
-        holding = receipt is not None and receipt.lease_owner == self.worker \
-            and receipt.state == ReceiptState.CLAIMED
+        holding = (receipt is not None and receipt.lease_owner == self.worker
+            and receipt.state == ReceiptState.CLAIMED)
         if holding and self.reconciled:
             return self.to_review(ErrorClass.BUDGET_EXHAUSTED, detail, told=said or None)
         if holding:
@@ -429,9 +429,9 @@ def read(contract: Contract, executor: Executor, arguments: Mapping[str, Any],
         if outcome.error_class not in _RETRIED_READS:
             route = routing.route_for(outcome.error_class)
             # routed to a person by the RoutingTable: one is told, as the route promises
-            review_id = _open_read_review(store, contract, str(outcome.error_class),
-                                          told_a_person(outcome.error_class), retries.clock) \
-                if route == Route.REVIEW else None
+            review_id = (_open_read_review(store, contract, str(outcome.error_class),
+                                          told_a_person(outcome.error_class), retries.clock)
+                if route == Route.REVIEW else None)
             return Ending(route, outcome.error_class, outcome.detail, review_id=review_id,
                           retries=retries.count)
         retries.retry_after = outcome.retry_after

@@ -19,7 +19,7 @@ The plan reads as the policy: each look-up and rule has its CEL text in a commen
 its code, and ``ToolPlan.outline()`` shows the same steps without the code. The functions
 it calls are bound into its namespace by reference (``CALLED``), never named in a string.
 
-The plan is *the* implementation of steps 3–4. ``tests/reference_steps.py`` holds it to a
+The plan is *the* implementation of steps 3–4. ``tests/pipeline/reference_steps.py`` holds it to a
 plain, slow evaluator written check by check, on every scenario, policy test and
 hypothesis-made call.
 

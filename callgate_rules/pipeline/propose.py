@@ -86,7 +86,7 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
 # two JSON texts. It refuses a few texts the standard library reads (NaN, 1e400, an escaped
 # lone surrogate) and its errors name bytes, not lines: whatever it refuses goes to
 # ``json.loads``, which then decides, so a text means exactly what it means to ``json``
-# (tests/test_json_decoding.py holds the two to that).
+# (tests/pipeline/test_json_decoding.py holds the two to that).
 _fast_decode = msgspec.json.Decoder().decode
 _fast_encode = msgspec.json.Encoder().encode
 _FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)

@@ -11,8 +11,6 @@ rejection's routing and wording in ``rejection_messages``, what the steps learnt
 
 from __future__ import annotations
 
-import itertools
-import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -36,15 +34,6 @@ from callgate_rules.pipeline.record import compact
 from callgate_rules.pipeline.rejection_messages import Routed
 from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import ErrorClass, Route
-
-# A request ID for a decision the host gave none: unique in this process by its count, and
-# across processes by a random prefix drawn once (one drawn per decision would cost more
-# than the record it names).
-_REQUEST_PREFIX, _REQUEST_COUNT = os.urandom(8).hex(), itertools.count(1)
-
-
-def new_request_id() -> str:
-    return f"{_REQUEST_PREFIX}{next(_REQUEST_COUNT):016x}"
 
 
 def confirmation_rule(contract: Contract) -> str:
@@ -75,7 +64,9 @@ class Router:
         (one a step raised, or one the tool's plan prepared)."""
         if type(outcome) is str:
             progress.permit = outcome
-            held = self._confirmation_wanted(progress, outcome)
+            assert progress.call is not None
+            held = (self._confirmation_wanted(progress, outcome)
+                if progress.call.contract.confirmation.required else None)
             if held is None:
                 progress.trace.append(_ROUTED_TO_EXECUTE)
                 return self._decision(progress, actor, request_id, route=Route.EXECUTE,
@@ -96,8 +87,6 @@ class Router:
         goes, not the allow rule that let it through; the log's detail keeps that one."""
         assert progress.call is not None
         contract = progress.call.contract
-        if not contract.confirmation.required:
-            return None
         rejection = Rejection(
             ErrorClass.CONFIRMATION_REQUIRED, "the contract requires a person's "
             f"confirmation before execution (allowed by {permit})",
@@ -130,8 +119,7 @@ class Router:
             contract, call, versions,  # what it was about, and what it read, as decided on:
             dict(actor), dict(arguments) if arguments is not None else None,  # copies
             progress.session, progress.variables, more, tuple(progress.shadow),
-            # when, and for which request (one named now, so every read of the log tells it)
-            request_id or new_request_id(), time.time(), time.perf_counter() - progress.started,
+            request_id, time.time(), time.perf_counter() - progress.started,  # when, for what
             self.routing, self.tools))  # how its messages are worded
         if rejection is not None:
             return Decision.of(decided, tuple(progress.trace))

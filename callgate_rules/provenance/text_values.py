@@ -25,7 +25,7 @@ Every pattern that could backtrack is run by RE2 (linear time, no backtracking);
 the commonest parts, by Python's engine with a pattern that cannot backtrack (its C loop
 costs far less per match than the RE2 binding's). A text longer than ``MAX_TEXT`` is read
 only up to there, so the cost per text is bounded and linear: about a second per megabyte
-of text dense with parts (tests/test_origins.py times two megabytes). The same reading is
+of text dense with parts (tests/provenance/test_origins.py times two megabytes). The same reading is
 applied to every piece of the conversation, once (cached with the conversation), so a part
 is found wherever any of its spellings is.
 """

@@ -257,8 +257,8 @@ class MemoryStore(MemoryHistory, MemorySessions, ClosesOnExit):
         """A review item's actor is its receipt's, else the one its payload recorded."""
         if scope is None:
             return True
-        receipt = None if review.operation_id is None else \
-            self._receipts.get(review.operation_id)
+        receipt = (None if review.operation_id is None else
+            self._receipts.get(review.operation_id))
         actor = receipt.actor if receipt is not None else review.payload.get("actor")
         return scope.admits(review.tool, actor if isinstance(actor, Mapping) else None)
 

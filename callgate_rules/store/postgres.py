@@ -257,8 +257,8 @@ class PostgresStore(SqlReceiptStore):
     def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any],
                                  condition: str = "1 = 1") -> Row | None:
         # One statement: SKIP LOCKED passes over an item another reviewer is taking.
-        take = TAKE_OLDEST_OPEN_REVIEW if condition == "1 = 1" else \
-            render(SCOPED_TAKE_OLDEST_OPEN_REVIEW.format(condition=condition), POSTGRES)
+        take = (TAKE_OLDEST_OPEN_REVIEW if condition == "1 = 1" else
+            render(SCOPED_TAKE_OLDEST_OPEN_REVIEW.format(condition=condition), POSTGRES))
         execute(cursor, take, parameters)
         row: Row | None = cursor.fetchone()
         return row

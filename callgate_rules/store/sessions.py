@@ -151,5 +151,5 @@ class MemorySessions:
 
 
 def _live(session: _Session, now: datetime, idle_cutoff: datetime) -> bool:
-    return session.revoked_at is None and session.expires_at > now and \
-        session.last_seen_at > idle_cutoff
+    return (session.revoked_at is None and session.expires_at > now and
+        session.last_seen_at > idle_cutoff)

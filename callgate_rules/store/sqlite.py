@@ -242,8 +242,8 @@ class SqliteStore(SqlReceiptStore):
     def _take_oldest_open_review(self, cursor: Cursor, parameters: Mapping[str, Any],
                                  condition: str = "1 = 1") -> Row | None:
         # The write lock of BEGIN IMMEDIATE keeps every other reviewer out until we commit.
-        oldest_open = OLDEST_OPEN_REVIEW if condition == "1 = 1" else \
-            render(SCOPED_OLDEST_OPEN_REVIEW.format(condition=condition), SQLITE)
+        oldest_open = (OLDEST_OPEN_REVIEW if condition == "1 = 1" else
+            render(SCOPED_OLDEST_OPEN_REVIEW.format(condition=condition), SQLITE))
         execute(cursor, oldest_open, parameters)
         oldest = cursor.fetchone()
         if oldest is None:

@@ -1,5 +1,5 @@
 """``callgate analyze diff|check --format sarif``: valid SARIF 2.1.0 (the OASIS schema in
-tests/data/, as tests/test_lint_ci.py uses it), one result per difference, finding,
+tests/data/, as tests/authoring/test_lint_ci.py uses it), one result per difference, finding,
 assertion not proved and part not analysed, each at the file, line and column of its rule
 or assertion; the exit codes are the text output's."""
 

@@ -25,7 +25,7 @@ from callgate_rules.cel.cost import Declared, Fallback, estimate
 from callgate_rules.cel.errors import CostExceeded
 from callgate_rules.cel.expression import CelEvaluationError, compile_expression, parse
 from callgate_rules.cel.library import FUNCTIONS
-from tests.test_lint import POLICY, ROUTING
+from tests.authoring.test_lint import POLICY, ROUTING
 
 TRIPLE = "args.items.all(a, args.items.all(b, args.items.all(c, a + b + c >= 0)))"
 SEVEN_HUNDRED = list(range(700))  # "[0, 1, ..., 699]": under 4 KB of JSON
