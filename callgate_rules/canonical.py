@@ -72,3 +72,19 @@ def operation_keys(request_id: str, tool: str, contract_name: str,
 
 def _hash_of(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()
+
+
+class RepeatedKey(ValueError):
+    """A JSON object repeats a key (``args[0]``): JSON leaves its meaning open."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook`` that raises ``RepeatedKey`` for a repeated key."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKey(key)
+            seen.add(key)
+    return result

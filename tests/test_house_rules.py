@@ -1,7 +1,7 @@
 """The house rules of issue 31, held by tests (the layout's are in ``test_layout``):
 
 - layers that show: nothing in ``pipeline/`` or ``documents/`` imports ``integrations/``,
-  which holds only adapters;
+  which holds only adapters, and nothing in ``documents/`` imports ``pipeline/``;
 - no function on the decision path (``pipeline/``) takes more than six positional
   parameters: a record or keyword-only arguments instead;
 - no module imports another module's private name;
@@ -31,6 +31,15 @@ def test_nothing_the_pipeline_needs_is_an_adapter() -> None:
              for importer, edges in import_graph(REPO, PACKAGE).items()
              if importer.startswith(below)
              for edge in edges if edge.imported.startswith(adapters)]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_the_documents_are_below_the_pipeline() -> None:
+    """The document model is what the pipeline runs on: it never reaches up into it."""
+    wrong = [f"{edge.importer} imports {edge.imported} (line {edge.line})"
+             for importer, edges in import_graph(REPO, PACKAGE).items()
+             if importer.startswith(f"{PACKAGE}.documents")
+             for edge in edges if edge.imported.startswith(f"{PACKAGE}.pipeline")]
     assert wrong == [], "\n".join(wrong)
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,26 @@ if TYPE_CHECKING:
     from callgate_rules.documents.bundle import Bundle
 
 KEY_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def decision_log_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--decision-log``, ``--decision-log-key`` and ``--checkpoint-every``, as ``serve``
+    and ``gateway`` take them."""
+    for option in reversed((
+        click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
+                     help="Append every decision's log line to this file (JSON lines, "
+                          "masked, chained), e.g. for `callgate replay` and `callgate log "
+                          "verify`."),
+        click.option("--decision-log-key",
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Sign a checkpoint of the decision log's chain with this Ed25519 "
+                          "private key (PEM) every --checkpoint-every lines and at "
+                          "shutdown."),
+        click.option("--checkpoint-every", default=1000, show_default=True,
+                     type=click.IntRange(min=1), help="Lines between two signed checkpoints."),
+    )):
+        command = option(command)
+    return command
 
 
 @click.group()

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from callgate_rules.cli import served
+from callgate_rules.cli.bundle import decision_log_options
 from callgate_rules.cli.extras import require_gateway_extra
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
@@ -54,15 +55,7 @@ from callgate_rules.errors import InputError
               metavar="SECONDS",
               help="Look for a new --bundle this often (a file's change, a URL's ETag) and "
                    "swap to it once it verifies, compiles and fits the upstream; 0: never.")
-@click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
-              help="Append every decision's log line to this file (JSON lines, masked, "
-                   "chained), e.g. for `callgate replay` and `callgate log verify`.")
-@click.option("--decision-log-key", type=click.Path(exists=True, dir_okay=False,
-                                                    path_type=Path),
-              help="Sign a checkpoint of the decision log's chain with this Ed25519 "
-                   "private key (PEM) every --checkpoint-every lines and at shutdown.")
-@click.option("--checkpoint-every", default=1000, show_default=True,
-              type=click.IntRange(min=1), help="Lines between two signed checkpoints.")
+@decision_log_options
 @STORE_OPTION
 @click.option("--actor", "actor_file", type=click.Path(path_type=Path),
               help="stdio: the actor the gate decides for (YAML or JSON).")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from callgate_rules.cli.bundle import decision_log_options
 from callgate_rules.cli.served import documents_here, http_address
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
@@ -76,15 +77,7 @@ def cookie_security(host: str, given: bool | None) -> bool:
 @click.option("--resolver-timeout", default=5.0, show_default=True, type=float,
               help="Seconds a look-up at the resolver endpoint may take in all (connect, "
                    "headers and body); a contract's shorter timeout wins.")
-@click.option("--decision-log", "decision_log", type=click.Path(path_type=Path),
-              help="Append every decision's log line to this file (JSON lines, masked), "
-                   "e.g. for `callgate replay`.")
-@click.option("--decision-log-key", type=click.Path(exists=True, dir_okay=False,
-                                                    path_type=Path),
-              help="Sign a checkpoint of the decision log's chain with this Ed25519 "
-                   "private key (PEM) every --checkpoint-every lines and at shutdown.")
-@click.option("--checkpoint-every", default=1000, show_default=True,
-              type=click.IntRange(min=1), help="Lines between two signed checkpoints.")
+@decision_log_options
 @click.option("--bundle", "bundle_location", metavar="FILE_OR_URL",
               help="Serve the documents of this signed policy bundle (`callgate bundle "
                    "build`) instead of PATHS.")

@@ -30,7 +30,7 @@ REQUEST_CHARS = 400  # characters of each request shown
 
 
 class Masker:
-    """Masks the contract's ``spec.mask`` values in evidence texts (``pipeline.masking``)."""
+    """Masks the contract's ``spec.mask`` values in evidence texts (``callgate_rules.masking``)."""
 
     def __init__(self, contract: Contract | None, arguments: Mapping[str, Any]) -> None:
         self.masking = None
@@ -199,7 +199,7 @@ def sources_of(name: str, variables: Mapping[str, Any]) -> list[str]:
     tools: list[str] = []
     if origin is not None:
         tools.extend(_tools_in(origin.get("sources", ())))
-        for part in origin.get("parts", ()):
+        for part in [*origin.get("parts", ()), *_operands(origin)]:
             if isinstance(part, Mapping) and "user" not in part.get("sources", ()):
                 tools.extend(t for t in _tools_in(part.get("sources", ())) if t not in tools)
     for path, found in provenance.flatten(variables.get("provenance", {})):
@@ -213,9 +213,19 @@ def parts_read(name: str, variables: Mapping[str, Any]) -> list[str]:
     origin = _origin_at(variables.get("origins"), name)
     if origin is None:
         return []
-    return [str(part.get("text", "")) for part in origin.get("parts", ())
+    return [str(part.get("text", "")) for part in [*origin.get("parts", ()), *_operands(origin)]
             if isinstance(part, Mapping) and "user" not in part.get("sources", ())
             and _tools_in(part.get("sources", ()))]
+
+
+def _operands(origin: Mapping[str, Any]) -> list[Any]:
+    """The operands of the first way a computed number is derived (``origins.X.derived``):
+    the draft shows where they were read, as the warning names them."""
+    derived = origin.get("derived")
+    if not isinstance(derived, list) or not derived or not isinstance(derived[0], Mapping):
+        return []
+    operands = derived[0].get("operands")
+    return list(operands) if isinstance(operands, list) else []
 
 
 def held_by(contract: Contract, variables: Mapping[str, Any], rule: str | None,

@@ -44,6 +44,7 @@ from callgate_rules.documents.model import (
     OnError,
     Routing,
     Template,
+    records_read,
 )
 from callgate_rules.documents.routing import build_routing
 from callgate_rules.documents.schemacheck import validity_check
@@ -65,7 +66,6 @@ from callgate_rules.documents.validators import (
     refused_patterns,
 )
 from callgate_rules.errors import ConfigError, InputError
-from callgate_rules.pipeline.authorize import records_read
 
 # Imported from here across the repository; they live in the modules named above.
 __all__ = [

@@ -455,3 +455,10 @@ class GateConfig:
         if self.routing.document:
             versions[self.routing.document.key] = self.routing.document.version
         return versions
+
+
+def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:
+    """The looked-up records that ``rules`` read: when a denial depends on one, it must
+    speak as if that record did not exist."""
+    return [lookup for lookup in contract.lookups
+            if any(lookup.name in r.when.variables for r in rules)]

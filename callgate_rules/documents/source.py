@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from callgate_rules.canonical import RepeatedKey, unique_keys
 from callgate_rules.documents import cache
 from callgate_rules.documents.files import check_inside, read_file_text, too_large
 from callgate_rules.documents.yaml_errors import explain, place, written_word
@@ -358,22 +359,6 @@ def read_data_file(path: str, what: str) -> Any:
     if len(documents) != 1:
         raise InputError(f"{path}: {what} must hold exactly one document, found {len(documents)}")
     return documents[0].data
-
-
-class RepeatedKey(ValueError):
-    """A JSON object repeats a key (``args[0]``): JSON leaves its meaning open."""
-
-
-def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A ``json.loads`` ``object_pairs_hook`` that raises ``RepeatedKey`` for a repeated key."""
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise RepeatedKey(key)
-            seen.add(key)
-    return result
 
 
 def _read_json_data(text: str, path: str, what: str) -> Any:

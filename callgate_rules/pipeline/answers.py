@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from callgate_rules.documents.source import unique_keys
+from callgate_rules.canonical import unique_keys
 
 
 class ToolAnswer(dict[str, Any]):

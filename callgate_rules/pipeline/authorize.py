@@ -27,6 +27,7 @@ from callgate_rules.documents.model import (
     Lookup,
     Mode,
     OnError,
+    records_read,
 )
 from callgate_rules.documents.yaml_errors import boolean_hint
 from callgate_rules.pipeline.decision import RawTraceEntry, ShadowVerdict
@@ -193,13 +194,6 @@ _DENIAL_READS = ("args", "actor", "tool")  # what a deny rule's own message may 
 def denial_reads(contract: Contract, record_lookups: list[Lookup]) -> Iterable[str]:
     """The variables a denial's message may read (``record_lookups`` as for ``denial``)."""
     return contract.unavailable_reads if record_lookups else _DENIAL_READS
-
-
-def records_read(contract: Contract, rules: tuple[AccessRule, ...]) -> list[Lookup]:
-    """The looked-up records that ``rules`` read: when a denial depends on one, it must
-    speak as if that record did not exist."""
-    return [lookup for lookup in contract.lookups
-            if any(lookup.name in r.when.variables for r in rules)]
 
 
 def _denial_message(contract: Contract, rule: AccessRule | None, record_lookups: list[Lookup],

@@ -1,5 +1,5 @@
 """A decision's line in the decision log, and the link from an executed write's receipt to
-that line (``Gate._record``).
+that line (``Gate.recorded``).
 
 The line is written once the decision has ended, so for a write, after its receipt is final.
 The receipt of a write this decision executed (``receipt_links.executed_write``: its route

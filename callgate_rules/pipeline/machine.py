@@ -9,7 +9,7 @@ delay) — and resumes at ANSWERED with what the destination said, or at RECONCI
 it holds.
 
 Transport retries (the same operation sent again) are counted per call in ``Retries``;
-regenerations (the model proposes a new call) are counted per run in ``route.Run``, and the
+regenerations (the model proposes a new call) are counted per run in ``budgets.Run``, and the
 two never mix. Backoff is exponential with full jitter, never sooner than a destination's
 Retry-After, and never past the call's deadline. A write holds its claim's lease until it
 is decided; an unknown outcome is reconciled by operation ID, never blindly sent again.

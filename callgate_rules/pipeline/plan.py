@@ -49,6 +49,7 @@ from callgate_rules.documents.model import (
     Lookup,
     Mode,
     Rule,
+    records_read,
 )
 from callgate_rules.pipeline import (
     approvals,
@@ -562,7 +563,7 @@ class _Writer:
 
 def _denial_prepared(contract: Contract, rule: AccessRule | None,
                      deciding: tuple[AccessRule, ...]) -> Rejection:
-    read = authorize.records_read(contract, deciding)
+    read = records_read(contract, deciding)
     return prepared(lambda variables: authorize.denial(contract, rule, deciding, variables,
                                                        read),
                     authorize.denial_reads(contract, read))

@@ -31,8 +31,8 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgspec
 
+from callgate_rules.canonical import RepeatedKey, unique_keys
 from callgate_rules.documents.model import InputLimits
-from callgate_rules.documents.source import RepeatedKey, unique_keys
 from callgate_rules.pipeline.decision import RawTraceEntry
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.taxonomy import ErrorClass

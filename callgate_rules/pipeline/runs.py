@@ -1,4 +1,4 @@
-"""A run whose budgets hold across requests and processes: the ``Run`` of ``route.py``,
+"""A run whose budgets hold across requests and processes: the ``Run`` of ``budgets.py``,
 rebuilt from the run's history in the store (``store.history``) before each decision.
 
 A host that is not one long-lived Python process (the decision service's hosts, one HTTP

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from callgate_rules.documents.source import unique_keys
+from callgate_rules.canonical import unique_keys
 from callgate_rules.provenance.conversation import (
     RECORD,
     TOOL,

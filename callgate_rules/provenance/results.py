@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from callgate_rules.documents.source import RepeatedKey, unique_keys
+from callgate_rules.canonical import RepeatedKey, unique_keys
 from callgate_rules.provenance.reading import ReadingLimits
 
 MAX_DEPTH = ReadingLimits.max_depth  # as a conversation's content
