@@ -163,7 +163,12 @@ async def serve(settings: Settings) -> None:
     decision_log = open_decision_log(settings.decision_log,
                                      signing_key=settings.decision_log_key,
                                      checkpoint_every=settings.checkpoint_every)
-    store = open_store(settings.store)
+    try:
+        store = open_store(settings.store)
+    except BaseException:
+        if decision_log is not None:
+            decision_log.close()
+        raise
     reloading = None
     try:
         # kept running: started again when it stops, UpstreamGone when it keeps stopping

@@ -65,7 +65,7 @@ class Decided(NamedTuple):
     and log record are worked out from. What the host handed in and may change afterwards
     (the actor, the arguments) is copied, one level deep.
 
-    A named tuple, made from its fields in their order (``Router.decided``): one is made per
+    A named tuple, made from its fields in their order (``Router._decision``): one is made per
     decision, and a frozen dataclass, or a call by keyword, would cost several times as
     much as the rest of the record."""
 
@@ -86,7 +86,7 @@ class Decided(NamedTuple):
     more: dict[str, Any] | None  # for a rejection the plan prepared: what its messages read
     shadow: tuple[ShadowVerdict, ...]
     # when, and for which request
-    request_id: str | None  # the host's; the log names one when it gave none
+    request_id: str  # the host's, or one named for the decision when it gave none
     decided_at: float  # seconds since the epoch
     elapsed: float  # seconds spent on steps 1–4
     # how its messages are worded
@@ -163,6 +163,9 @@ class Decision:
         extra: Mapping[str, Any] | None = None, sealer: Sealer | None = None,
         decided: Decided | None = None, finished: Finished | None = None,
     ) -> None:
+        if decided is None and FROM_RECORD in (agent_message, user_message, log):
+            raise TypeError("a decision without a record (decided) is given agent_message, "
+                            "user_message and log")
         self.route, self.error_class = route, error_class
         self.tool, self.contract_version, self.rule = tool, contract_version, rule
         self._agent_message, self._user_message = agent_message, user_message
@@ -243,17 +246,22 @@ class Decision:
         return self.log
 
     def _word(self) -> None:
-        """Both messages of a rejection, worked out together on the first read of either."""
+        """The messages still to be worked out, both together on the first read of either
+        (one given by ``replace`` is kept)."""
         assert self.decided is not None, "a decision not made by step 7 is given its messages"
-        self._agent_message, self._user_message = rejection_messages.messages_of(self.decided)
+        agent, user = rejection_messages.messages_of(self.decided)
+        if self._agent_message is FROM_RECORD:
+            self._agent_message = agent
+        if self._user_message is FROM_RECORD:
+            self._user_message = user
 
     def replace(self, **changes: Any) -> Decision:
-        """A copy with ``changes`` (any of the constructor's arguments), as
-        ``dataclasses.replace``; what is still to be worked out stays so in the copy."""
+        """A copy with ``changes`` (any of the constructor's arguments); what is still to be
+        worked out from the record stays so in the copy, a message given is kept."""
         given = {name: getattr(self, name) for name in _PLAIN}
         given.update(agent_message=self._agent_message, user_message=self._user_message,
                      log=self._log, trace=self._trace)
-        return Decision(**{**given, **changes})
+        return type(self)(**{**given, **changes})
 
     def fields(self) -> dict[str, Any]:
         """Every public field by name, each read (so worked out)."""
@@ -275,7 +283,7 @@ class Decision:
         hold what cannot be pickled). A message that cannot be rendered is copied as it
         is, to fail again when the copy reads it; the sealer, which holds a key, is left
         out: a copy seals with the default sealer."""
-        if self._agent_message is FROM_RECORD and self.decided is not None:
+        if FROM_RECORD in (self._agent_message, self._user_message):
             self._word()
         state = {name: getattr(self, name) for name in PUBLIC_FIELDS
                  if name not in MESSAGE_FIELDS}

@@ -46,12 +46,30 @@ def limit_ending(routing: Routing, detail: str, retries: int,
                   review_id=review_id, retries=retries, said=said)
 
 
-# What the messages say of an ending whose detail came from outside the gate.
+def told_a_person(error_class: ErrorClass) -> str:
+    """A review item's words for why a call came to a person, when nothing the gate said
+    itself fits."""
+    return _TOLD_A_PERSON.get(error_class, f"it ended {error_class}; the log has the details")
+
+
+# What the gate says of an ending whose reason came from outside it (an executor's, a
+# finder's or a store's words, which go to the log only): in the messages to the model and
+# the user (``Ending.told``), and in a review item, to the person who settles it.
+_SPENT = "the retries of this call are spent"
 _SAID: Mapping[ErrorClass, str] = {
     ErrorClass.TRANSIENT: "the destination could not be reached",
     ErrorClass.UNKNOWN_OUTCOME: "its answer was lost",
     ErrorClass.PERMANENT: "its reason is kept in the log for engineers",
     ErrorClass.CONFLICT: "the record's state does not allow it",
     ErrorClass.RECONCILE_FAILED: "the outcome could not be confirmed",
-    ErrorClass.BUDGET_EXHAUSTED: "the retries of this call are spent",
+    ErrorClass.BUDGET_EXHAUSTED: _SPENT,
+}
+_TOLD_A_PERSON: Mapping[ErrorClass, str] = {
+    ErrorClass.UNKNOWN_OUTCOME: "it was sent and its answer was lost; check at the "
+                                "destination whether it took effect",
+    ErrorClass.RECONCILE_FAILED: "whether it took effect could not be confirmed",
+    ErrorClass.BUDGET_EXHAUSTED: _SPENT,
+    ErrorClass.ANSWER_TOO_LARGE: "it answered with more than the gate reads from one "
+                                 "answer, so nothing of its answer was read; check at the "
+                                 "destination what it did",
 }

@@ -6,7 +6,8 @@ The receipt of a write this decision executed (``receipt_links.executed_write``:
 ``return_result``, no error, an operation ID) then keeps the line's hash
 (``Receipt.log_line``): one statement, for executed writes only and only with a decision
 log. A later decision about the same operation (the receipt returned again) never replaces
-it. A store that cannot keep it is counted (``log_line_not_linked``), never raised: the
+it. A store that cannot keep it, or a host's own store written before ``link_log_line``
+was part of the protocol, is counted (``log_line_not_linked``), never raised: the
 write ran and its line is written; the line names the receipt's ``operation_id`` all the
 same.
 """
@@ -31,7 +32,11 @@ def logged(log: DecisionLog, decision: Decision, bundle: str | None,
     if operation_id is None or not executed_write(decision.route, decision.error_class,
                                                   operation_id):
         return
+    link = getattr(store(), "link_log_line", None)  # a host's own store may predate it
+    if link is None:
+        count("log_line_not_linked")
+        return
     try:
-        store().link_log_line(operation_id, line)
+        link(operation_id, line)
     except StoreError:
         count("log_line_not_linked")

@@ -30,7 +30,7 @@ from callgate_rules.canonical import operation_keys
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.answers import readable
-from callgate_rules.pipeline.endings import Ending, limit_ending
+from callgate_rules.pipeline.endings import Ending, limit_ending, told_a_person
 from callgate_rules.pipeline.execute import (
     ExecutionRequest,
     Executor,
@@ -294,7 +294,7 @@ class WriteMachine:
                                           told=_NEVER_SHOWN))
         if isinstance(verdict, Mismatch):
             return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail,
-                                  told=verdict.detail)
+                                  told=verdict.said)
         return self.to_review(ErrorClass.RECONCILE_FAILED, verdict.detail, told=verdict.said)
 
     def wait(self) -> State | Ending:
@@ -453,24 +453,8 @@ def _open_read_review(store: ReceiptStore, contract: Contract, reason: str, told
         summary=f"{contract.name}: {told}"), now=clock()).review_id
 
 
-# What a review item says of why a call came to a person, when the reason at hand came from
-# outside the gate (an executor's, a finder's or a store's words, which go to the log only).
-_TOLD_A_PERSON: Mapping[ErrorClass, str] = {
-    ErrorClass.UNKNOWN_OUTCOME: "it was sent and its answer was lost; check at the "
-                                "destination whether it took effect",
-    ErrorClass.RECONCILE_FAILED: "whether it took effect could not be confirmed",
-    ErrorClass.BUDGET_EXHAUSTED: "the retries of this call are spent",
-    ErrorClass.ANSWER_TOO_LARGE: "it answered with more than the gate reads from one "
-                                 "answer, so nothing of its answer was read; check at the "
-                                 "destination what it did",
-}
 _NEVER_SHOWN = ("the destination never showed the operation; it cannot deduplicate, so it "
                 "is not sent again")
-
-
-def told_a_person(error_class: ErrorClass) -> str:
-    """The review item's words for ``error_class`` when nothing the gate said itself fits."""
-    return _TOLD_A_PERSON.get(error_class, f"it ended {error_class}; the log has the details")
 
 
 def store_failed(error: StoreError, sent: bool, retry_route: Route) -> Ending:

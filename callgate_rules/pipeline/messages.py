@@ -63,3 +63,9 @@ def _fill(text: str, variables: Mapping[str, Any]) -> str:
 class _Lenient(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+def with_note(agent_message: str, note: str | None) -> str:
+    """The agent message with the parse step's note, if any: with several calls proposed
+    and one taken, the model must hear that the others did not run."""
+    return f"{agent_message} Note: {note}." if note else agent_message

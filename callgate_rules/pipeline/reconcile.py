@@ -42,10 +42,14 @@ class Absent:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """The destination has something under this ID that does not match the call."""
+    """The destination has something under this ID that does not match the call:
+    ``detail`` for the log, ``said`` for a person (in the gate's own words, never what the
+    destination holds)."""
 
     found: Any
     detail: str
+    said: str = ("what the destination holds under this operation ID does not match the "
+                 "call; check it there")
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def reconcile(contract: Contract, finder: Finder | None, operation_id: str,
                            "neither deduplicate nor be asked")
     if finder is None:
         return Undecidable(f"no finder is bound for {contract.name}; bind one with "
-                           "Gate(finders=...) to reconcile")
+                           "Gate(finder=...) to reconcile")
     seconds = contract.timeout_seconds if timeout is None else timeout
     try:
         found = lookups.find(finder, contract.name, operation_id, seconds)
@@ -92,7 +96,9 @@ def reconcile(contract: Contract, finder: Finder | None, operation_id: str,
             matches = contract.reconcile_match(
                 {**variables, "found": readable(found)}) is True
         except CelEvaluationError as error:
-            return Mismatch(found, f"reconcile.match failed to evaluate: {error}")
+            return Mismatch(found, f"reconcile.match failed to evaluate: {error}",
+                            "the destination's record under this operation ID could not be "
+                            "compared with the call; check it there")
         if not matches:
             return Mismatch(found, "what the destination holds under this operation ID does "
                                    "not match the call's arguments")

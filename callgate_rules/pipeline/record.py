@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,7 @@ def log_record(decided: Decided) -> dict[str, Any]:
     extra = decided.rejection.extra if decided.rejection is not None else {}
     record: dict[str, Any] = {
         "ts": datetime.fromtimestamp(decided.decided_at, UTC).isoformat(),
-        "request_id": decided.request_id or unnamed_request_id(decided),
+        "request_id": decided.request_id,
         "tool": contract.name if contract else extra.get("proposed_tool"),
         "contract_version": contract.version if contract else None,
         "versions": dict(decided.versions),
@@ -77,22 +76,6 @@ def log_record(decided: Decided) -> dict[str, Any]:
     if contract is not None and arguments is not None:
         record["replay"] = _replay_inputs(decided, masking)
     return record
-
-
-def unnamed_request_id(decided: Decided) -> str:
-    """The request ID the log names for a decision the host named none: this process's
-    random prefix, the record's identity and its time, so every read of one decision's log
-    (and of a copy's) tells the same, and no other decision's."""
-    return f"{_REQUEST_PREFIX}{id(decided):x}{int(decided.decided_at * 1e6):x}"
-
-
-def _new_prefix() -> None:  # a forked worker must not repeat its parent's IDs
-    global _REQUEST_PREFIX
-    _REQUEST_PREFIX = os.urandom(6).hex()
-
-
-_REQUEST_PREFIX = os.urandom(6).hex()
-os.register_at_fork(after_in_child=_new_prefix)
 
 
 def executed_log(finished: Finished) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from callgate_rules.pipeline.messages import agent_message, user_message
+from callgate_rules.pipeline.messages import agent_message, user_message, with_note
 from callgate_rules.pipeline.outcome import Rejection, text_of
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -61,9 +61,8 @@ def messages_of(decided: Decided) -> tuple[str | Exception, str | Exception]:
         rejection.hint, named))
     user = _rendered(lambda: user_message(routed.speaks_as, routing,
                                           text_of(rejection.user_message), named))
-    note = decided.call.note if decided.call is not None else None
-    if note and isinstance(agent, str):
-        agent = f"{agent} Note: {note}."
+    if isinstance(agent, str) and decided.call is not None:
+        agent = with_note(agent, decided.call.note)
     return agent, user
 
 

@@ -11,6 +11,8 @@ rejection's routing and wording in ``rejection_messages``, what the steps learnt
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -27,13 +29,32 @@ from callgate_rules.pipeline.decision import (
     TraceEntry,
 )
 from callgate_rules.pipeline.endings import Ending
-from callgate_rules.pipeline.messages import agent_message, user_message
+from callgate_rules.pipeline.messages import agent_message, user_message, with_note
 from callgate_rules.pipeline.outcome import Rejection, as_decided
 from callgate_rules.pipeline.progress import Progress
 from callgate_rules.pipeline.record import compact
 from callgate_rules.pipeline.rejection_messages import Routed
 from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.taxonomy import ErrorClass, Route
+
+
+class _RequestIds:
+    """Request IDs for decisions the host named none: a random prefix per process (drawn
+    again in a forked child) and a count, so no two decisions share one and none tells
+    anything about the machine."""
+
+    def __init__(self) -> None:
+        self._start()
+        os.register_at_fork(after_in_child=self._start)
+
+    def _start(self) -> None:
+        self.prefix, self.count = os.urandom(8).hex(), itertools.count(1)
+
+    def __next__(self) -> str:
+        return f"{self.prefix}{next(self.count):016x}"
+
+
+_REQUEST_IDS = _RequestIds()
 
 
 def confirmation_rule(contract: Contract) -> str:
@@ -119,15 +140,14 @@ class Router:
             contract, call, versions,  # what it was about, and what it read, as decided on:
             dict(actor), dict(arguments) if arguments is not None else None,  # copies
             progress.session, progress.variables, more, tuple(progress.shadow),
-            request_id, time.time(), time.perf_counter() - progress.started,  # when, for what
+            # for which request (one named now when the host named none), and when
+            request_id or next(_REQUEST_IDS), time.time(), time.perf_counter() - progress.started,
             self.routing, self.tools))  # how its messages are worded
         if rejection is not None:
             return Decision.of(decided, tuple(progress.trace))
         assert plan is not None and call is not None  # allowed: its message is the plan's
-        # (with several calls proposed and one taken, the model hears the others did not run)
-        agent = f"{plan.passed} Note: {call.note}." if call.note else plan.passed
-        return Decision.of(decided, tuple(progress.trace), agent_message=agent,
-                           user_message="")
+        return Decision.of(decided, tuple(progress.trace),
+                           agent_message=with_note(plan.passed, call.note), user_message="")
 
     # -- steps 5–7 ----------------------------------------------------------------------
 
@@ -139,8 +159,8 @@ class Router:
         contract = progress.contract
         assert contract is not None
         agent, user = self._ending_messages(decision, progress, ending, contract)
-        if progress.call is not None and progress.call.note:
-            agent = f"{agent} Note: {progress.call.note}."
+        if progress.call is not None:
+            agent = with_note(agent, progress.call.note)
         progress.trace.append(("route", str(ending.error_class or "executed"),
                                str(ending.route)))
         trace = tuple(progress.trace)

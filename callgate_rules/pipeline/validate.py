@@ -245,7 +245,12 @@ def resolver_failed(contract: Contract, lookup: Lookup, error: Exception) -> Rej
               f"{type(error).__name__}: {str(error)[:300]}")
     rule = f"{contract.name}/lookup.{lookup.name}"
     if getattr(error, "error_class", None) == ErrorClass.ANSWER_TOO_LARGE:
-        return Rejection(ErrorClass.ANSWER_TOO_LARGE, detail, rule=rule)
+        return Rejection(
+            ErrorClass.ANSWER_TOO_LARGE, detail, rule=rule,
+            agent_message=f"The records needed to check {contract.name} were larger than the "
+                          "gate reads from one answer. Nothing was done; asking again brings "
+                          "the same; narrow the call if a narrower one serves.",
+            user_message=UNAVAILABLE_USER_MESSAGE)
     return Rejection(
         ErrorClass.TRANSIENT, detail, rule=rule,
         agent_message=f"The records needed to check {contract.name} could not be read right "

@@ -270,3 +270,50 @@ def test_an_unread_decision_can_be_pickled(gate: Gate, dana: dict[str, Any], now
         assert read_all(restored) == read_all(decision)
         assert restored.log["request_id"] == decision.log["request_id"]
         assert copied.agent_message == decision.agent_message
+
+
+def test_nothing_is_worked_out_until_read(gate: Gate, dana: dict[str, Any], now: Any,
+                                         monkeypatch: Any) -> None:
+    """A check builds neither messages (of a rejection) nor the log nor trace entries
+    until someone reads them, and reading works each out once."""
+    from callgate_rules.pipeline import record, rejection_messages
+
+    made: list[str] = []
+
+    def counted(module: Any, name: str) -> None:
+        original = getattr(module, name)
+
+        def counting(*args: Any) -> Any:
+            made.append(name)
+            return original(*args)
+        monkeypatch.setattr(module, name, counting)
+
+    counted(rejection_messages, "messages_of")
+    counted(record, "log_of")
+    decision = gate.check(Calls.follow_up(ticketId="T-2001"), actor=dana, now=now)
+    assert made == [] and all(type(entry) is tuple for entry in decision._trace)
+    for _ in range(2):
+        _ = decision.agent_message, decision.user_message, decision.log, decision.trace
+    assert made == ["messages_of", "log_of"]
+
+
+def test_threads_reading_one_decision_read_the_same_log(gate: Gate, dana: dict[str, Any],
+                                                        now: Any) -> None:
+    """No lock: every value is worked out from the record alone, the request ID included
+    (named from the record when the host gave none)."""
+    def logs_read_at_once(decision: Any) -> list[Any]:
+        logs: list[Any] = []
+        readers = [threading.Thread(target=lambda: logs.append(dict(decision.log)))
+                   for _ in range(8)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        return logs
+
+    for call in (Calls.follow_up(), Calls.follow_up(ticketId="T-2001")):
+        decision = gate.check(call, actor=dana, now=now)
+        logs = logs_read_at_once(decision)
+        assert len({json.dumps(log, sort_keys=True, default=str) for log in logs}) == 1
+        other = gate.check(call, actor=dana, now=now)
+        assert other.log["request_id"] != decision.log["request_id"]
