@@ -57,6 +57,7 @@ from callgate_rules.confirmation.evidence import (
     excerpt,
     held_by,
     masked_row,
+    operands_read,
     parts_read,
     provenance_warnings,
     reads_of,
@@ -231,6 +232,10 @@ def draft_of(contract: Contract, variables: Mapping[str, Any],
             if parts and not any(r.found for r in evidence):  # a text: where its parts are
                 evidence = tuple(read for part in parts[:MAX_READS] for read in reads_of(
                     part, sources_of(name, variables), conversation, mask)[:1])
+            operands = operands_read(name, variables)
+            if operands and not evidence:  # a computed number: where its operands were read
+                evidence = tuple(read for text, tools in operands
+                                 for read in reads_of(text, tools, conversation, mask)[:1])
             row = DraftRow(row.name, row.shown, row.kind, row.value,
                            tuple(DraftWarning(ORIGIN, shown(line)) for line in origin_lines)
                            + row.warnings, evidence)

@@ -199,7 +199,7 @@ def sources_of(name: str, variables: Mapping[str, Any]) -> list[str]:
     tools: list[str] = []
     if origin is not None:
         tools.extend(_tools_in(origin.get("sources", ())))
-        for part in [*origin.get("parts", ()), *_operands(origin)]:
+        for part in origin.get("parts", ()):
             if isinstance(part, Mapping) and "user" not in part.get("sources", ()):
                 tools.extend(t for t in _tools_in(part.get("sources", ())) if t not in tools)
     for path, found in provenance.flatten(variables.get("provenance", {})):
@@ -213,19 +213,24 @@ def parts_read(name: str, variables: Mapping[str, Any]) -> list[str]:
     origin = _origin_at(variables.get("origins"), name)
     if origin is None:
         return []
-    return [str(part.get("text", "")) for part in [*origin.get("parts", ()), *_operands(origin)]
+    return [str(part.get("text", "")) for part in origin.get("parts", ())
             if isinstance(part, Mapping) and "user" not in part.get("sources", ())
             and _tools_in(part.get("sources", ()))]
 
 
-def _operands(origin: Mapping[str, Any]) -> list[Any]:
-    """The operands of the first way a computed number is derived (``origins.X.derived``):
-    the draft shows where they were read, as the warning names them."""
-    derived = origin.get("derived")
+def operands_read(name: str, variables: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """For a number computed from two the conversation holds (``origins.X.derived``), the
+    operands of the way its warning names that were read, not the user's: each with the
+    tools it was read from, so the draft shows each where it was read."""
+    origin = _origin_at(variables.get("origins"), name)
+    derived = origin.get("derived") if origin is not None else None
     if not isinstance(derived, list) or not derived or not isinstance(derived[0], Mapping):
         return []
     operands = derived[0].get("operands")
-    return list(operands) if isinstance(operands, list) else []
+    return [(str(operand.get("text", "")), _tools_in(operand.get("sources", ())))
+            for operand in (operands if isinstance(operands, list) else [])
+            if isinstance(operand, Mapping) and "user" not in operand.get("sources", ())
+            and _tools_in(operand.get("sources", ()))]
 
 
 def held_by(contract: Contract, variables: Mapping[str, Any], rule: str | None,

@@ -50,7 +50,8 @@ from callgate_rules.provenance.conversation import (
     Segment,
 )
 from callgate_rules.provenance.echoes import CallArguments, call_arguments
-from callgate_rules.provenance.matching import fold, index_of, squash
+from callgate_rules.provenance.in_words import WordsIndex, whole_in_words
+from callgate_rules.provenance.matching import ConversationIndex, fold, index_of, squash
 from callgate_rules.provenance.numbers import as_decimal, significant_digits
 from callgate_rules.provenance.reading import (
     DEFAULT_LIMITS,
@@ -142,6 +143,30 @@ def _echoes(conversation: Conversation) -> dict[int, CallArguments]:
     return found
 
 
+def _words(conversation: Conversation, index: ConversationIndex) -> WordsIndex:
+    """Where the conversation spells numbers and tokens in words, found once."""
+    found = conversation._cache.get("in_words")
+    if found is None:
+        found = conversation._cache["in_words"] = WordsIndex(index)
+    assert isinstance(found, WordsIndex)
+    return found
+
+
+def _searched_as(value: Any) -> tuple[list[str], list[Decimal]]:
+    """The squashed texts and the numbers a leaf is looked for as: a string as written and
+    in its other spellings (a defanged link, a token spelled across separators); a string
+    that spells a number or a token in words as that (its digits, its number; never as words
+    inside longer ones); a number as itself."""
+    if not isinstance(value, str):
+        return [], [as_decimal(value)]
+    folded = fold(value)
+    whole = whole_in_words(folded)
+    if whole is not None:  # as what it spells: "two hundred thousand" is not a piece of
+        number = whole.number()  # "one million two hundred thousand"
+        return list(whole.values()), [] if number is None else [number]
+    return [squash(value), *map(squash, other_spellings(folded))], []
+
+
 def _sources(value: Any, conversation: Conversation, records: _RecordValues) -> list[str]:
     """The kinds of places one evidence-worthy leaf appears in, most trustworthy first; a
     tool result that holds it only as an echo of its call's arguments is not one."""
@@ -149,12 +174,16 @@ def _sources(value: Any, conversation: Conversation, records: _RecordValues) -> 
     echoes = _echoes(conversation)
     skip = None if not echoes else (
         lambda position: position in echoes and echoes[position].repeat(value))
-    places = (index.places_of_text(squash(value), skip) if isinstance(value, str)
-              else index.places_of_number(as_decimal(value), skip))
-    if isinstance(value, str):  # a defanged link, a token spelled across separators
-        for spelling in other_spellings(fold(value)):
-            for group, first in index.places_of_text(squash(spelling), skip).items():
-                places[group] = min(first, places.get(group, first))
+    words = _words(conversation, index)  # what the conversation spells in words
+    texts, numbers = _searched_as(value)
+    places: dict[int, int] = {}
+    found_in = [finder(text, skip) for text in texts
+                for finder in (index.places_of_text, words.places_of_text)]
+    found_in += [finder(number, skip) for number in numbers
+                 for finder in (index.places_of_number, words.places_of_number)]
+    for groups in found_in:
+        for group, first in groups.items():
+            places[group] = min(first, places.get(group, first))
     found: list[str] = []
     tools: list[tuple[int, str]] = []
     for group, first in sorted(places.items(), key=lambda place: place[1]):

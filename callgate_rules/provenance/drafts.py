@@ -3,10 +3,11 @@
 A draft warns the person about every value a rule of the tool checks the origin of. For a
 rule that reads ``origins``, the warning says what ``origins`` knows: a value only in
 content the assistant read (and the labels of that content), a value that appears nowhere,
-a value the user did not give that sits in labelled content, and for a text the parts of
-it that came from labelled or only-read content. ``record`` (``pipeline.record.draft``)
-adds the lines; the values shown are the call's own arguments, which the draft shows
-anyway.
+a value the user did not give that sits in labelled content, for a text the parts of
+it that came from labelled or only-read content, and for a number written nowhere but
+computed from two the conversation holds (``derived``) how, and where each came from.
+``record`` (``pipeline.record.draft``) adds the lines; the values shown are the call's own
+arguments, which the draft shows anyway (and a computed number's operands).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 # The fields of one argument's origins: a rule's path ends at the argument before them.
 _FIELDS = frozenset({"sources", "reads", "labels", "turns", "latest_turn", "echoes",
-                     "composed", "parts"})
+                     "composed", "derived", "parts"})
 _UNTRACED = frozenset({"unknown", "indistinct"})
 _MAX_PARTS = 5  # parts named per argument; the rest counted
 
@@ -56,10 +57,39 @@ def _labelled(labels: Iterable[str]) -> str:
     return f", labelled {', '.join(found)}" if found else ""
 
 
+def _place(operand: Mapping[str, Any]) -> str:
+    """Where an operand of a computed value came from, in a draft's words."""
+    sources = list(operand.get("sources", ()))
+    if "user" in sources:
+        return "the user"
+    if any(s.startswith("tool") for s in sources):
+        named = any(read.get("named_by_user") for read in operand.get("reads", ())
+                    if read.get("kind") == "tool")
+        return (_tools(sources) + (" (a read the user named)" if named else "")
+                + _labelled(operand.get("labels", ())))
+    return "a record looked up" if "record" in sources else "the system instructions"
+
+
+def _derived_warning(name: str, derived: list[Mapping[str, Any]]) -> str:
+    """``1200 = 1100 + 100, both from read_file (a read the user named)``."""
+    way = derived[0]
+    first, second = way["operands"]
+    where = _place(first), _place(second)
+    said = (f", both from {where[0]}" if where[0] == where[1] else
+            f": {first['text']} from {where[0]}, {second['text']} from {where[1]}")
+    others = len(derived) - 1
+    more = (f" (and {others} other way{'s' if others > 1 else ''} to compute it)"
+            if others else "")
+    return (f"WARNING: {name} is written nowhere: it is computed, {way['text']}{said}"
+            f"{more}. Check it before you confirm.")
+
+
 def _value_warning(name: str, origin: Mapping[str, Any]) -> str | None:
     sources = list(origin.get("sources", ()))
     if _UNTRACED & set(sources) or "user" in sources:
         return None
+    if not sources and origin.get("derived"):
+        return _derived_warning(name, list(origin["derived"]))
     if not sources:
         return (f"WARNING: {name} appears nowhere in the conversation or the records: the "
                 "assistant produced it.")

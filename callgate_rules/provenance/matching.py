@@ -42,6 +42,7 @@ from decimal import Decimal
 from functools import lru_cache
 
 from callgate_rules.provenance.conversation import Conversation
+from callgate_rules.provenance.in_words import InWords, read_in_words
 from callgate_rules.provenance.masks import SHORT, IndexMasks
 from callgate_rules.provenance.numbers import numbers_in
 
@@ -88,7 +89,7 @@ class NormalText:
     """One piece of the conversation normalised once: folded, squashed (where values are
     searched), and — when first asked — where its spaces are and which numbers it holds."""
 
-    __slots__ = ("folded", "squashed", "_table", "_space_mask", "_numbers")
+    __slots__ = ("folded", "squashed", "_table", "_space_mask", "_numbers", "_in_words")
 
     def __init__(self, raw: str) -> None:
         words = normalise(raw).split()
@@ -97,11 +98,18 @@ class NormalText:
         self._table: list[int] | None = None
         self._space_mask: bytes | None = None
         self._numbers: set[Decimal] | None = None
+        self._in_words: list[InWords] | None = None
 
     def numbers(self) -> set[Decimal]:
         if self._numbers is None:
             self._numbers = numbers_in(self.folded)
         return self._numbers
+
+    def in_words(self) -> list[InWords]:
+        """The numbers and tokens it spells in words (``in_words``), read once."""
+        if self._in_words is None:
+            self._in_words = read_in_words(self.folded)
+        return self._in_words
 
     def follows_space(self, position: int) -> bool:
         """Whether a space comes right before the squashed text's character ``position``

@@ -18,7 +18,15 @@
   ``sources``);
 - ``parts``: for a string, the values inside it (``text_values``: URLs, e-mail addresses,
   IBANs, dates, numbers, names, words), each with its own sources, labels and turns, matched
-  across ordinary spellings.
+  across ordinary spellings;
+- ``derived``: for a number written nowhere, the ways it is computed from two numbers the
+  conversation holds (``derived``: a sum, a difference or a product, at most
+  ``MAX_DERIVED`` listed), each with its operands' own origins. A value found as written
+  is never derived. Its ``sources``, ``reads`` and ``turns`` stay those of the value as
+  written (none), so a rule that asks for ``user`` is not widened: a rule accepts a
+  computed value by reading ``derived``. Its ``labels`` take every label of every operand
+  of every way found (a label marks caution: a value computable from an untrusted number
+  carries ``untrusted``, even if it is also computable from trusted ones).
 
 A label is evidence of where a value *appeared*, not proof of where it flowed: a value the
 user typed that also appears in a confidential read carries ``confidential`` too.
@@ -34,6 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any
 
 from callgate_rules.canonical import unique_keys
@@ -45,7 +54,9 @@ from callgate_rules.provenance.conversation import (
     RecordedConversation,
     Segment,
 )
+from callgate_rules.provenance.derived import Operands, plain
 from callgate_rules.provenance.echoes import CallArguments, call_arguments
+from callgate_rules.provenance.in_words import whole_in_words
 from callgate_rules.provenance.matching import ConversationIndex, fold, squash
 from callgate_rules.provenance.numbers import as_decimal
 from callgate_rules.provenance.results import (
@@ -58,11 +69,13 @@ from callgate_rules.provenance.results import (
 from callgate_rules.provenance.spellings import (
     Spelled,
     spelled_in,
+    spelled_in_words,
     vocabulary_of,
 )
 from callgate_rules.provenance.text_values import (
     DATE,
     NAME,
+    NUMBER,
     WORD,
     TextPart,
     canonical_of_value,
@@ -74,6 +87,7 @@ __all__ = ["Evidence", "Labeller", "LabelledRecord", "Read", "ReadsIndex", "no_l
 
 Evidence = Callable[[Any], bool]
 _ORDER = {USER: 0, "system": 1, RECORD: 2, TOOL: 3}
+MAX_DERIVED = 8  # ways a computed number is derived that ``origins.X.derived`` lists
 
 
 @dataclass(frozen=True)
@@ -204,6 +218,14 @@ class ReadsIndex:
                            _counted(distinct[position]), piece.item)
                       for position, piece in enumerate(pieces)]
         self.results = _whole_results(pieces, self.reads, distinct)
+        self._operands: Operands | None = None
+
+    def operands(self) -> Operands:
+        """The numbers a computed value may come from (``derived``), made on first need:
+        the number parts in the order of the pieces that hold them first."""
+        if self._operands is None:
+            self._operands = Operands(self.parts)
+        return self._operands
 
     def _read_parts(self, segments: Sequence[Segment]) -> list[dict[str, set[str]]]:
         """Index every piece's parts; the distinct values of each counted kind per piece."""
@@ -239,8 +261,9 @@ class ReadsIndex:
         """The pieces ``value`` is written in, whole or in another spelling (``keys``: its
         ``canonical_of_value``; ``spelled``: the conversation's tokens it holds across
         separators)."""
-        if isinstance(value, str):
-            found = set(self.index.places_of_text(squash(value)).values())
+        if isinstance(value, str):  # spelled in words: by what it spells (``keys``) only
+            found = (set() if whole_in_words(fold(value)) is not None
+                     else set(self.index.places_of_text(squash(value)).values()))
         else:
             found = set(self.index.places_of_number(as_decimal(value)).values())
         for key in keys:
@@ -259,8 +282,10 @@ class ReadsIndex:
     def composed_by_user(self, value: Any, keys: Sequence[str]) -> bool:
         """A string none of the user's messages holds whole, whose every piece the user
         wrote (``keys``: its canonical spellings): a date from its year, month and day;
-        else every word and number of it (at least two)."""
-        if not isinstance(value, str):
+        else every word and number of it (at least two). Never a value spelled in words:
+        its words are digits, not values ("two hundred" is not made of "two" and
+        "hundred" written for other numbers)."""
+        if not isinstance(value, str) or whole_in_words(fold(value)) is not None:
             return False
         for key in keys:
             if key.startswith(DATE + ":"):
@@ -428,16 +453,67 @@ def origin_of(value: Any, index: ReadsIndex, evidence: Evidence,
               records: _RecordKeys) -> dict[str, Any]:
     """The ``origins`` entry of one argument leaf (see the module's docstring)."""
     keys = canonical_of_value(value)
-    spelled = spelled_in(fold(value), index.vocabulary) if isinstance(value, str) else []
+    spelled: list[Spelled] = []
+    if isinstance(value, str):  # "1-a-7-b-3-d"; "zulu one a seven b three d"
+        folded = fold(value)
+        spelled = spelled_in(folded, index.vocabulary)
+        spelled += spelled_in_words(folded, index.vocabulary, spelled)
     if evidence(value):
         described = _describe(index, index.places(value, keys, spelled), value, keys,
                               records, _keys_of(value, keys))
+        described["derived"] = _derived(value, keys, described, index, evidence, records)
     else:
         described = {"sources": ["indistinct"], "labels": [], "turns": [], "reads": [],
-                     "echoes": [], "latest_turn": False, "composed": False}
+                     "echoes": [], "latest_turn": False, "composed": False, "derived": []}
     described["parts"] = (_parts_of(value, keys, spelled, index, records)
         if isinstance(value, str) else [])
     return described
+
+
+def _number_of(value: Any, keys: Sequence[str]) -> Decimal | None:
+    """A JSON number, or a string that is one number (``"1200.00"``), exactly."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = as_decimal(value)
+        return number if number.is_finite() else None
+    if isinstance(value, str) and len(keys) == 1 and keys[0].startswith(NUMBER + ":"):
+        return Decimal(keys[0].removeprefix(NUMBER + ":"))
+    return None
+
+
+def _derived(value: Any, keys: Sequence[str], described: dict[str, Any], index: ReadsIndex,
+             evidence: Evidence, records: _RecordKeys) -> list[dict[str, Any]]:
+    """``origins.X.derived`` of a number written nowhere (see the module's docstring), and
+    its operands' labels added to ``described``'s."""
+    number = _number_of(value, keys)
+    if number is None or described["sources"]:
+        return []  # not a number, or found as written: an exact match wins
+    operands: dict[str, dict[str, Any]] = {}
+
+    def operand(written: Decimal, key: str) -> dict[str, Any] | None:
+        """The operand's own origins; None when it has no source (only echoed) or is no
+        evidence (fewer significant digits than a value needs to mean anything)."""
+        if key not in operands:
+            found = _describe(index, index.parts.get(key, ()), None, (key,), records, (key,))
+            found.update(kind=NUMBER, text=plain(written), value=key)
+            operands[key] = found
+        found = operands[key]
+        as_json = int(written) if written == written.to_integral_value() else float(written)
+        return found if found["sources"] and evidence(as_json) else None
+
+    derived: list[dict[str, Any]] = []
+    labels: list[str] = described["labels"]
+    for way in index.operands().derivations(number):
+        first, second = (operand(way.first, way.first_key),
+                         operand(way.second, way.second_key))
+        if first is None or second is None:
+            continue  # derived only from numbers whose origins are known
+        combined = list(first["labels"])
+        combined.extend(label for label in second["labels"] if label not in combined)
+        labels.extend(label for label in combined if label not in labels)
+        if len(derived) < MAX_DERIVED:
+            derived.append({"operation": way.operation, "text": way.text, "labels": combined,
+                            "operands": [first, second]})
+    return derived
 
 
 def _parts_of(value: str, keys: Sequence[str], spelled: Sequence[Spelled], index: ReadsIndex,
@@ -497,4 +573,4 @@ def unknown(arguments: Any, records: _RecordKeys | None = None) -> Any:
         return [unknown(member, records) for member in arguments]
     labels = [] if records is None else records.labels_of(_keys_of(arguments))
     return {"sources": ["unknown"], "labels": labels, "turns": [], "reads": [], "echoes": [],
-            "latest_turn": False, "composed": False, "parts": []}
+            "latest_turn": False, "composed": False, "derived": [], "parts": []}

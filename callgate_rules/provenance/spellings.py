@@ -43,6 +43,7 @@ from itertools import accumulate
 from typing import Any
 
 from callgate_rules.provenance.common_words import COMMON_WORDS
+from callgate_rules.provenance.in_words import transliterated, whole_in_words
 
 MIN_TOKEN = 6  # characters of a token of letters and digits
 MIN_DIGIT_TOKEN = 8  # digits of a number found across separators
@@ -212,6 +213,8 @@ class Spelled:
     written: str
     canonical: str
     whole: bool  # the text is that value and nothing else
+    start: int = 0  # where it is written in the folded text
+    end: int = 0
 
 
 def spelled_in(folded: str, vocabulary: Vocabulary) -> list[Spelled]:
@@ -242,8 +245,26 @@ def spelled_in(folded: str, vocabulary: Vocabulary) -> list[Spelled]:
         return []
     spans = [match.span() for match in _RUN.finditer(folded)]  # where each run is written
     return [Spelled(folded[spans[first][0]:spans[last][1]], canonical,
-                    first == 0 and last == len(runs) - 1)
+                    first == 0 and last == len(runs) - 1, spans[first][0], spans[last][1])
             for canonical, (first, last) in found.items()]
+
+
+def spelled_in_words(folded: str, vocabulary: Vocabulary,
+                     already: Iterable[Spelled] = ()) -> list[Spelled]:
+    """The conversation's tokens a folded text spells in words among other letters and
+    digits (``zulu one a seven b three d`` holds ``1a7b3d``): ``spelled_in`` over the text
+    with each word of a spelled run written as its character (``in_words``), as written in
+    the text; those of ``already`` (found by ``spelled_in``) left out."""
+    if not vocabulary.prefixes:
+        return []
+    moved = transliterated(folded)
+    if moved is None:
+        return []
+    text, back = moved
+    seen = {spelled.canonical for spelled in already}
+    return [Spelled(folded[back(s.start):back(s.end)], s.canonical, s.whole,
+                    back(s.start), back(s.end))
+            for s in spelled_in(text, vocabulary) if s.canonical not in seen]
 
 
 def vocabulary_of(parts: Iterable[tuple[str, str]]) -> Vocabulary:
@@ -258,8 +279,10 @@ def vocabulary_of(parts: Iterable[tuple[str, str]]) -> Vocabulary:
 
 def other_spellings(folded: str) -> list[str]:
     """Texts a whole value is also looked for as (``provenance``): the plain form of a
-    defanged link or address that is the whole value, and the skeleton of a token written
-    across separators (``1-a-7-b-3-d`` is looked for as ``1a7b3d``)."""
+    defanged link or address that is the whole value, the skeleton of a token written
+    across separators (``1-a-7-b-3-d`` is looked for as ``1a7b3d``), and the token or the
+    digits a value spells in words (``one a seven b three d``, ``twelve hundred``:
+    ``in_words``)."""
     found: list[str] = []
     if len(folded) > _LONGEST_WHOLE:
         return found
@@ -271,4 +294,7 @@ def other_spellings(folded: str) -> list[str]:
     if len(runs) >= 2 and skeleton != folded.replace(" ", "") and (is_token(skeleton) or (
             skeleton.isdigit() and MIN_DIGIT_TOKEN <= len(skeleton) <= MAX_TOKEN)):
         found.append(skeleton)  # not when only spaces separate its runs: searched already
+    in_words = whole_in_words(folded)  # "one a seven b three d", "twelve hundred"
+    if in_words is not None:
+        found.extend(in_words.values())
     return found

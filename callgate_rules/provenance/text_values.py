@@ -19,7 +19,9 @@ so that the same value written differently compares equal:
 - in an attacker's spellings (``spellings``): defanged and spelled-out links and addresses
   (``hxxps://bit[.]ly/x`` is ``url:bit.ly/x``), read before the plain forms; a quoted
   string's escapes (``…/link\\nMore``) read as spaces. Tokens written across separators
-  (``1-a-7-b-3-d``) are found by ``origins``, against the tokens the conversation holds.
+  (``1-a-7-b-3-d``) are found by ``origins``, against the tokens the conversation holds;
+- numbers and tokens spelled in words (``in_words``): ``twelve hundred`` is
+  ``number:1200``, ``one a seven b three d`` is ``token:1a7b3d``, read after the dates.
 
 Every pattern that could backtrack is run by RE2 (linear time, no backtracking); words,
 the commonest parts, by Python's engine with a pattern that cannot backtrack (its C loop
@@ -39,6 +41,7 @@ from functools import lru_cache
 from typing import Any
 
 from callgate_rules.provenance.common_words import COMMON_WORDS
+from callgate_rules.provenance.in_words import InWords, read_in_words
 from callgate_rules.provenance.matching import fold
 from callgate_rules.provenance.numbers import (
     as_decimal,
@@ -170,6 +173,10 @@ def _parts(text: str) -> tuple[TextPart, ...]:
                 and claim(*match.span())):
             parts.append(TextPart(IBAN, match.group(0), (f"iban:{compact}",)))
     _dates(folded, patterns, claim, parts)
+    for reading in read_in_words(folded):  # twelve hundred, one a seven b three d
+        part = _in_words_part(reading, folded)
+        if part is not None and claim(reading.start, reading.end):
+            parts.append(part)
     masked = folded
     if spans:  # the parts found so far blanked out, so numbers and words skip them
         pieces, at = [], 0
@@ -183,6 +190,18 @@ def _parts(text: str) -> tuple[TextPart, ...]:
             parts.append(TextPart(NUMBER, format(number, "f"), (_number_key(number),)))
     _words(text, masked, parts)
     return tuple(parts)
+
+
+def _in_words_part(reading: InWords, folded: str) -> TextPart | None:
+    """A number (of three significant digits or more) or a token spelled in words, as the
+    part its plain spelling would be (``in_words``)."""
+    written = folded[reading.start:reading.end]
+    number = reading.number()
+    if number is None:
+        return TextPart(TOKEN, written, tuple(f"{TOKEN}:{value}" for value in reading.values()))
+    if significant_digits(number) < MIN_NUMBER_DIGITS:
+        return None
+    return TextPart(NUMBER, written, (_number_key(number),))
 
 
 _ESCAPES = ("\\n", "\\r", "\\t")
