@@ -261,3 +261,5 @@ async def test_an_oversized_look_up_answer_has_its_own_class_too(tmp_path: Path)
         ["answer_too_large"] * 3, [text_of(answer) for answer in looked_up]
     assert not fine.is_error, text_of(fine)
     assert len(written) == 1  # only the call whose look-up answered in bounds wrote
+    # the model hears that nothing ran, never that the tool answered
+    assert all("Nothing was done" in text_of(answer) for answer in looked_up)

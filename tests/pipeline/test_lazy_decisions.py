@@ -317,3 +317,25 @@ def test_threads_reading_one_decision_read_the_same_log(gate: Gate, dana: dict[s
         assert len({json.dumps(log, sort_keys=True, default=str) for log in logs}) == 1
         other = gate.check(call, actor=dana, now=now)
         assert other.log["request_id"] != decision.log["request_id"]
+
+
+def test_replace_keeps_a_message_it_is_given(gate: Gate, dana: dict[str, Any], now: Any) -> None:
+    """A message given to ``replace`` stays, while the other is still worked out from the
+    record; copies and pickles keep both."""
+    decision = gate.check(Calls.follow_up(ticketId="T-2001"), actor=dana, now=now)
+    worded = gate.check(Calls.follow_up(ticketId="T-2001"), actor=dana, now=now)
+    custom = decision.replace(agent_message="CUSTOM")
+    assert custom.user_message == worded.user_message
+    assert custom.agent_message == "CUSTOM"
+    for copied in (copy.copy(decision.replace(user_message="U")),
+                   pickle.loads(pickle.dumps(decision.replace(user_message="U")))):
+        assert (copied.agent_message, copied.user_message) == (worded.agent_message, "U")
+
+
+def test_a_decision_without_a_record_is_given_its_words() -> None:
+    from callgate_rules import Decision, Route
+
+    with pytest.raises(TypeError, match="agent_message, user_message and log"):
+        Decision(Route.REFUSE, None)
+    given = Decision(Route.REFUSE, None, agent_message="a", user_message="u", log={})
+    assert (given.agent_message, given.user_message, dict(given.log)) == ("a", "u", {})

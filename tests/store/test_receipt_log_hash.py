@@ -161,6 +161,29 @@ def test_without_a_decision_log_nothing_is_linked(tmp_path: Path) -> None:
 
 
 
+class StoreWithoutLinks:
+    """A host's own store written before ``link_log_line`` was part of the protocol."""
+
+    def __init__(self, store: ReceiptStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        if name == "link_log_line":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_a_store_that_cannot_link_still_executes_and_is_counted(tmp_path: Path) -> None:
+    store = MemoryStore()
+    log = DecisionLog(tmp_path / "decisions.jsonl")
+    with gate_over(StoreWithoutLinks(store), log) as gate:  # type: ignore[arg-type]
+        decision = gate.handle(FOLLOW_UP, actor=DANA, request_id="req-1",
+                               session={"authenticated": True})
+        assert str(decision.route) == "return_result" and decision.error_class is None
+        assert gate.counters["log_line_not_linked"] == 1
+    log.close()
+
+
 def test_a_held_write_is_linked_to_the_line_of_the_confirmation_that_ran_it(
         tmp_path: Path) -> None:
     """The gateway tests' sendMessage waits for a person every time."""
