@@ -19,9 +19,11 @@ Targets (issue 20): a warm compile ≤ 10% of the cold one, a warm lint of 1,000
 of CPU.
 
 ``--cold-instructions`` counts instead what a first load costs a contract, in instructions
-(callgrind, so that the machine's load cannot move it): a fresh process compiles 100 and
-then 200 generated contracts with an empty cache (``PYTHONHASHSEED=0``), and the difference
-is divided by 100, so start-up and imports cancel out. It takes a few minutes.
+(callgrind, so that the machine's load cannot move it): one process with an empty cache
+compiles 100 generated contracts to warm up (imports, and the rules and look-up keys that
+recur), then two windows of 100 contracts of its own each, counted between marks
+(``callgrind_counting.py``: the two must agree within 2%), less a compile of the policies
+alone. It takes a few minutes.
 
 Run from the repository root:  python benchmarks/lint_benchmark.py [--contracts 1000]
                                         [--repeat 3] [--profile] [--cold-instructions]
@@ -33,14 +35,14 @@ import argparse
 import cProfile
 import os
 import pstats
-import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from callgrind_counting import count, count_windows, valgrind_missing
 
 from callgate_rules.authoring.lint import lint
 from callgate_rules.documents.compiler import compile_paths
@@ -161,9 +163,9 @@ spec:
     return text
 
 
-def policy(count: int) -> str:
+def policy(count: int, first: int = 0) -> str:
     groups: dict[int, list[str]] = {0: [], 1: [], 2: []}
-    for index in range(count):
+    for index in range(first, first + count):
         groups[index % 3].append(f"tool{index:04d}")
     conditions = {
         0: 'actor.role in ["agent", "supervisor"]',
@@ -209,13 +211,14 @@ spec:
 {ROUTES}"""
 
 
-def generate(root: Path, count: int) -> list[Path]:
+def generate(root: Path, count: int, first: int = 0) -> list[Path]:
+    """``count`` contracts numbered from ``first``, and the policies that name them."""
     contracts, policies = root / "contracts", root / "policies"
-    contracts.mkdir()
+    contracts.mkdir(parents=True)
     policies.mkdir()
-    for index in range(count):
+    for index in range(first, first + count):
         (contracts / f"tool{index:04d}.yaml").write_text(contract(index), encoding="utf-8")
-    (policies / "access.yaml").write_text(policy(count), encoding="utf-8")
+    (policies / "access.yaml").write_text(policy(count, first), encoding="utf-8")
     (policies / "routing.yaml").write_text(ROUTING, encoding="utf-8")
     return [contracts, policies]
 
@@ -231,27 +234,40 @@ def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, float, Any]:
     return wall, cpu, result
 
 
+COLD_CONTRACTS = 100  # in the warm-up and in each counted window
+
+
 def cold_instructions() -> None:
     """Instructions a contract of a first load (see the module's docstring)."""
-    counts: dict[int, int] = {}
-    for count in (100, 200):
-        with tempfile.TemporaryDirectory(prefix="callgate-cold-") as directory:
-            paths = generate(Path(directory), count)
-            out = Path(directory) / "callgrind.out"
-            script = ("from callgate_rules.documents.compiler import compile_paths\n"
-                      f"compile_paths({[str(path) for path in paths]!r})")
-            env = {**os.environ, "PYTHONHASHSEED": "0",
-                   "CALLGATE_CACHE_DIR": str(Path(directory) / "cache")}
-            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            sys.executable, "-c", script], check=True, capture_output=True,
-                           env=env)
-            found = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
-            if found is None:
-                raise SystemExit(f"no instruction count in {out}")
-            counts[count] = int(found.group(1))
-    per_contract = (counts[200] - counts[100]) / 100
+    missing = valgrind_missing()
+    if missing:
+        raise SystemExit(missing)
+    with tempfile.TemporaryDirectory(prefix="callgate-cold-") as directory:
+        per_contract = count(
+            [sys.executable, __file__, "--cold-inner", directory], COLD_CONTRACTS,
+            what="a first load", env={**os.environ, "CALLGATE_CACHE_DIR": ""})
     print(f"first load: {per_contract / 1e6:.2f} million instructions a contract "
-          f"(callgrind: 200 contracts {counts[200]:,}, 100 contracts {counts[100]:,})")
+          f"(callgrind, two windows of {COLD_CONTRACTS} contracts in one process)")
+
+
+def cold_inner(directory: Path) -> None:
+    """What runs under valgrind: the warm-up, then the counted windows, each compiling
+    contracts of its own (numbered apart, so no window finds another's in a cache) with
+    an empty load cache, the last window the policies alone."""
+    os.environ["CALLGATE_CACHE_DIR"] = str(directory / "cache")
+    sets = [generate(directory / "warm-up", COLD_CONTRACTS)]
+    sets += [generate(directory / f"window{number}", COLD_CONTRACTS, first=1000 * number)
+             for number in (1, 2)]
+    sets.append(generate(directory / "policies-alone", 0))
+    compile_paths(sets.pop(0))
+    remaining = iter(sets)
+
+    def run(contracts: int) -> None:
+        paths = next(remaining)
+        assert len(list(paths[0].iterdir())) == contracts, paths
+        compile_paths(paths)
+
+    count_windows(run, COLD_CONTRACTS)
 
 
 def main() -> None:
@@ -262,7 +278,11 @@ def main() -> None:
                         help="print the 25 most expensive functions of one lint run")
     parser.add_argument("--cold-instructions", action="store_true",
                         help="a first load's instructions a contract, counted by callgrind")
+    parser.add_argument("--cold-inner", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.cold_inner:
+        cold_inner(options.cold_inner)
+        return
     if options.cold_instructions:
         cold_instructions()
         return

@@ -17,8 +17,9 @@ between running the steps up to it and up to the one before:
 
 Prints microseconds per write (least of five runs of 1,000, in one process) and, unless
 ``--quick``, CPU instructions per write counted by ``valgrind --tool=callgrind`` (each
-step's count from separate processes; the executor's thread is counted too, its waiting
-is not); then the executor's hand-off alone, the gate's against a ``ThreadPoolExecutor``
+step counted in a process of its own, in two windows of ``--writes`` writes between marks
+that must agree: ``callgrind_counting.py``; the executor's thread is counted too, its
+waiting is not); then the executor's hand-off alone, the gate's against a ``ThreadPoolExecutor``
 (the one it replaced), least and median of 15 runs of 2,000 in turns.
 
     python benchmarks/write_steps_benchmark.py [--quick] [--writes 1000] [--store postgres]
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import write_path_benchmark as wp  # noqa: E402 - the same call, actor and floor statements
+from callgrind_counting import count, count_windows, valgrind_missing  # noqa: E402
 
 STEPS = ("decide", "machine", "execute", "route", "record")
 MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") else None  # else the disk's time counts too
@@ -118,26 +119,26 @@ def setup(target: wp.Target) -> tuple[Callable[[int, int], None], Callable[[int]
 
 
 def inner(step: str, writes: int, store: str) -> None:
-    """What runs under valgrind: set up, then ``writes`` runs of ``step``."""
+    """What runs under valgrind: set up, then two counted windows of ``writes`` runs of
+    ``step`` (``callgrind_counting.count_windows``)."""
     with tempfile.TemporaryDirectory(prefix="callgate-steps-", dir=MEMORY) as directory:
         upto, floor = setup(target_in(directory, store))
-        for number in range(writes):
-            if step == "floor":
-                floor(number)
-            elif step != "none":
-                upto(int(step), number)
+        numbers = iter(range(10**9))  # each write its own request ID
+
+        def run(writes: int) -> None:
+            for _ in range(writes):
+                if step == "floor":
+                    floor(next(numbers))
+                else:
+                    upto(int(step), next(numbers))
+
+        count_windows(run, writes)
 
 
-def instructions(step: str, writes: int, store: str) -> int:
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         __file__, "--store", store, "--inner", step, str(writes)],
-        capture_output=True, text=True, env={**os.environ, "CALLGATE_CACHE_DIR": "",
-                                             "PYTHONHASHSEED": "0"})
-    for line in done.stderr.splitlines():
-        if "Collected" in line:
-            return int(line.split()[-1].replace(",", ""))
-    raise SystemExit(f"step {step} failed under valgrind:\n{done.stderr[-2000:]}")
+def instructions(step: str, writes: int, store: str) -> float:
+    """Instructions per write of the steps up to ``step`` (or of the floor)."""
+    return count([sys.executable, __file__, "--store", store, "--inner", step, str(writes)],
+                 writes, what=f"step {step} on {store}")
 
 
 def microseconds(writes: int, store: str) -> dict[str, float]:
@@ -257,12 +258,14 @@ def main() -> None:
         finally:
             wp.drop_schema(postgres_url(), os.environ["CALLGATE_STEPS_SCHEMA"])
         return
+    missing = None if options.quick else valgrind_missing()
+    if missing:
+        raise SystemExit(f"{missing}; --quick measures microseconds only")
     times = microseconds(options.writes, options.store)
     counts: dict[str, float] = {}
     if not options.quick:
-        base = instructions("none", 0, options.store)
-        counts = {step: (instructions(step, options.writes, options.store) - base)
-                  / options.writes for step in ("floor", "0", "1", "2", "3", "4", "5")}
+        counts = {step: instructions(step, options.writes, options.store)
+                  for step in ("floor", "0", "1", "2", "3", "4", "5")}
     where = (f"SQLite WAL synchronous=FULL in {MEMORY or tempfile.gettempdir()}"
              if options.store == "sqlite" else "PostgreSQL (the client's instructions)")
     print(f"one executed write, {where}, {options.writes} writes per count")

@@ -350,13 +350,32 @@ def canonical_json(value: Any) -> str:
     key, a lone surrogate, a type msgspec knows and ``json`` refuses (a ``datetime``, a
     ``Decimal``, a dataclass: refused as before). The two differ only in how they spell
     an exponent (``1e16``, ``1e+16``), which every reader reads alike."""
+    fast = _written_fast(value)
+    return _CANONICAL.encode(value) if fast is None else fast[0]
+
+
+def stored_json(value: Any) -> tuple[str, Any]:
+    """``canonical_json(value)`` and ``read_stored_json`` of it: the text a store writes and
+    the values a read of it gives back. The read that proves msgspec's text is the value's
+    own is that read, so a store that builds a receipt from what it wrote decodes nothing
+    twice."""
+    fast = _written_fast(value)
+    if fast is not None:
+        return fast
+    text = _CANONICAL.encode(value)
+    return text, read_stored_json(text)
+
+
+def _written_fast(value: Any) -> tuple[str, Any] | None:
+    """msgspec's text of ``value`` and its read, when the read is the value itself."""
     try:
         written = _write_fast(value)
-        if _read_fast(written) == value:
-            return written.decode()
+        read = _read_fast(written)
+        if read == value:
+            return written.decode(), read
     except Exception:  # noqa: BLE001 - whatever msgspec cannot write, json decides
         pass
-    return _CANONICAL.encode(value)
+    return None
 
 
 _read_fast = msgspec.json.Decoder().decode

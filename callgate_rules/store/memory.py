@@ -27,16 +27,15 @@ from callgate_rules.store.base import (
     ReviewItem,
     ReviewStatus,
     as_utc,
-    canonical_json,
     check_outcome_state,
     check_resolution,
     check_same_arguments,
     claim_outcome,
     holds_lease,
     lease_lost_message,
-    read_stored_json,
     replayed_confirmation_outcome,
     resolved_error_class,
+    stored_json,
 )
 from callgate_rules.store.history import MemoryHistory
 from callgate_rules.store.scoping import Scope
@@ -44,7 +43,7 @@ from callgate_rules.store.sessions import MemorySessions
 
 
 def _json_copy(value: Any) -> Any:
-    return read_stored_json(canonical_json(value))
+    return stored_json(value)[1]  # what an SQL store's read of the stored text gives
 
 
 def _new_receipt(op: NewOperation, state: ReceiptState, now: datetime,

@@ -280,8 +280,8 @@ class PostgresStore(SqlReceiptStore):
         return stored  # psycopg has decoded jsonb already
 
     @staticmethod
-    def _written_json(text: str) -> Any:
-        return as_jsonb_gives_back(text)
+    def _written_json(text: str, value: Any) -> Any:
+        return as_jsonb_gives_back(text, value)
 
     def _describe_error(self, error: Exception) -> str:
         return _one_line(error)
@@ -428,14 +428,15 @@ class PostgresStore(SqlReceiptStore):
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
 
 
-def as_jsonb_gives_back(text: str) -> Any:
-    """A JSON text as a jsonb column gives its values back once stored: a number written
-    with an exponent comes back in plain notation (``1e+23`` as
-    ``100000000000000000000000``, an integer once read), and a negative zero as zero
-    (numeric has no sign for it: ``-0.0`` as ``0.0``). (Keys may come back in another
-    order: jsonb orders them by length; a dict's order decides no comparison.)"""
+def as_jsonb_gives_back(text: str, read: Any) -> Any:
+    """A JSON text as a jsonb column gives its values back once stored, ``read`` being the
+    text as ``read_stored_json`` reads it: a number written with an exponent comes back in
+    plain notation (``1e+23`` as ``100000000000000000000000``, an integer once read), and a
+    negative zero as zero (numeric has no sign for it: ``-0.0`` as ``0.0``). (Keys may come
+    back in another order: jsonb orders them by length; a dict's order decides no
+    comparison.)"""
     if _RESPELLED.search(text) is None:  # nearly always: nothing to respell
-        return read_stored_json(text)
+        return read
     return json.loads(text, parse_float=_jsonb_number)
 
 

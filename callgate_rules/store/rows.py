@@ -2,7 +2,11 @@
 sent when the row need not be read back.
 
 A receipt built without reading its row is exactly the one a read gives (instants and JSON as
-the dialect reads them back); ``tests/store/test_write_path.py`` holds both ways equal.
+the dialect reads them back); ``tests/store/test_write_path.py`` holds both ways equal. It is
+built from the values in hand, not from the parameters' stored spelling: an instant in UTC
+is what a read of its stored form gives, and a JSON value comes with the read of its text
+that ``store.base.stored_json`` made to prove the text (a dialect that respells numbers,
+as jsonb does, reads the text its own way: ``written_json``).
 """
 
 from __future__ import annotations
@@ -24,28 +28,29 @@ from callgate_rules.store.statements import Row
 class Rows:
     """Rows read with one dialect's ``time`` (a stored instant as an aware datetime in UTC),
     ``json_value`` (a stored JSON column as Python values) and ``written_json`` (a JSON text
-    the store writes, as a read of it will give it back: PostgreSQL's jsonb respells numbers
-    and orders keys its own way)."""
+    the store writes and its read, ``store.base.stored_json``, as a read of the column will
+    give it back: PostgreSQL's jsonb respells numbers and orders keys its own way)."""
 
     __slots__ = ("time", "json_value", "written_json")
 
     def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any],
-                 written_json: Callable[[str], Any]) -> None:
+                 written_json: Callable[[str, Any], Any]) -> None:
         self.time, self.json_value, self.written_json = time, json_value, written_json
 
-    def finished(self, held: Receipt, parameters: Mapping[str, Any]) -> Receipt:
-        """The receipt ``finish_held`` wrote over the claim ``held``, as a read of its row
-        gives it: the claim's columns (only a holder's statements change them, and the fence
-        of lease and attempt matched) and the finish's own (its result as the database keeps
-        it: PostgreSQL's jsonb writes 4.6e+16 as 46000000000000000)."""
-        result = parameters["result"]
+    def finished(self, held: Receipt, parameters: Mapping[str, Any], *, state: ReceiptState,
+                 at: datetime, result: tuple[str, Any] | None) -> Receipt:
+        """The receipt ``finish_held`` wrote over the claim ``held`` (its row count said so)
+        at ``at`` (in UTC), as a read of its row gives it: the claim's columns (only a
+        holder's statements change them, and the fence of lease and attempt matched) and the
+        finish's own (``result`` as ``stored_json`` gave it, as the database keeps it:
+        PostgreSQL's jsonb writes 4.6e+16 as 46000000000000000)."""
         return _receipt({  # not dataclasses.replace, which reads every field by name first
-            "operation_id": held.operation_id, "state": ReceiptState(parameters["state"]),
+            "operation_id": held.operation_id, "state": state,
             "request_id": held.request_id, "tool": held.tool,
             "contract_version": held.contract_version, "args_hash": held.args_hash,
             "arguments": held.arguments, "actor": held.actor, "created_at": held.created_at,
-            "updated_at": self.time(parameters["now"]),
-            "result": None if result is None else self.written_json(result),
+            "updated_at": at,
+            "result": None if result is None else self.written_json(*result),
             "error_class": parameters["error_class"], "detail": parameters["detail"],
             "confirmed_by": held.confirmed_by, "confirmed_at": held.confirmed_at,
             "confirmation_expires_at": held.confirmation_expires_at,
@@ -64,21 +69,20 @@ class Rows:
                 and receipt.detail == parameters["detail"]
                 and (held is None or receipt.attempts == held.attempts))
 
-    def new_claim(self, op: NewOperation, parameters: Mapping[str, Any]) -> Receipt:
-        """The receipt ``insert_new_claim`` just created, from the row's own parameters
-        (JSON and instants as a read gives them back), without reading it."""
-        created = self.time(parameters["now"])
+    def new_claim(self, op: NewOperation, *, worker: str, arguments: tuple[str, Any],
+                  actor: tuple[str, Any], now: datetime, lease_expires_at: datetime) -> Receipt:
+        """The receipt ``insert_new_claim`` just created (its row count said so), without
+        reading it: from the values it wrote, the JSON ones as ``stored_json`` gave them and
+        the instants in UTC, as a read gives them back."""
         return _receipt({
             "operation_id": op.operation_id, "state": ReceiptState.CLAIMED,
             "request_id": op.request_id, "tool": op.tool,
             "contract_version": op.contract_version, "args_hash": op.args_hash,
-            "arguments": self.written_json(parameters["arguments"]),
-            "actor": self.written_json(parameters["actor"]),
-            "created_at": created, "updated_at": created, "result": None,
+            "arguments": self.written_json(*arguments), "actor": self.written_json(*actor),
+            "created_at": now, "updated_at": now, "result": None,
             "error_class": None, "detail": None, "confirmed_by": None, "confirmed_at": None,
-            "confirmation_expires_at": None, "lease_owner": parameters["worker"],
-            "lease_expires_at": self.time(parameters["lease_expires_at"]), "attempts": 1,
-            "log_line": None})
+            "confirmation_expires_at": None, "lease_owner": worker,
+            "lease_expires_at": lease_expires_at, "attempts": 1, "log_line": None})
 
     def receipt(self, row: Row) -> Receipt:
         time, json_value = self.time, self.json_value

@@ -54,9 +54,9 @@ from callgate_rules.store.base import (
     check_same_arguments,
     claim_outcome,
     lease_lost_message,
-    read_stored_json,
     replayed_confirmation_outcome,
     resolved_error_class,
+    stored_json,
 )
 from callgate_rules.store.driver_errors import DriverErrors as DriverErrors  # dialects use it
 from callgate_rules.store.history import HistoryStatements
@@ -118,14 +118,18 @@ class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
         self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
     ) -> Claim:
         now = as_utc(now)
-        parameters = {**_operation_parameters(op), **self._lease(worker, lease, now)}
+        arguments, actor = stored_json(op.arguments), stored_json(op.actor)
+        parameters = {**_operation_parameters(op, arguments[0], actor[0]),
+                      **self._lease(worker, lease, now)}
         # The common case, a new operation ID, is one statement committed on its own; the
         # primary key decides, so a concurrent claim of the same ID finds the row below. It
         # may be sent twice (``_sent``): a second INSERT of a row the first made creates
         # nothing, and the row is then decided below like anyone's (busy, as its lease is
         # live), so a lost connection never makes a second holder.
         if self._sent(self._sql.insert_new_claim, parameters).written == 1:
-            return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.new_claim(op, parameters)))
+            return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.new_claim(
+                op, worker=worker, arguments=arguments, actor=actor, now=now,
+                lease_expires_at=now + lease)))
         # The ID exists: decide under the row lock. A receipt purged between the INSERT and
         # the SELECT sends us round once more.
         for _ in range(VANISHED_RETRIES):
@@ -163,11 +167,12 @@ class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
         detail: str | None = None,
     ) -> Receipt:
         check_outcome_state(state)
-        stored_now = self._time_parameter(now)
+        now = as_utc(now)
+        stored_result = None if result is None else stored_json(result)
         parameters = {
             "operation_id": operation_id, "worker": worker, "state": state.value,
-            "result": None if result is None else canonical_json(result),
-            "error_class": error_class, "detail": detail, "now": stored_now,
+            "result": None if stored_result is None else stored_result[0],
+            "error_class": error_class, "detail": detail, "now": self._time_parameter(now),
         }
         held = self._held.pop(operation_id, None)
         if held is not None and held.lease_owner == worker:
@@ -177,7 +182,8 @@ class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
             # row then shows it did.
             sent = self._sent(self._sql.finish_held, {**parameters, "attempts": held.attempts})
             if sent.written == 1:
-                return self._rows.finished(held, parameters)
+                return self._rows.finished(held, parameters, state=state, at=now,
+                                           result=stored_result)
             landed = self.get(operation_id) if sent.again else None
             if landed is not None and self._rows.is_finish_of(landed, parameters, held):
                 return landed
@@ -203,8 +209,9 @@ class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
     ) -> Receipt:
         stored_now = self._time_parameter(now)
         expires = self._time_parameter(expires_at)
-        parameters = {**_operation_parameters(op), "expires_at": expires, "now": stored_now,
-                      "detail": detail}
+        parameters = {**_operation_parameters(op, canonical_json(op.arguments),
+                                              canonical_json(op.actor)),
+                      "expires_at": expires, "now": stored_now, "detail": detail}
         # As in ``claim``: a receipt purged before it could be read sends us round again.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
@@ -439,9 +446,10 @@ class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
         """A stored JSON column as Python values."""
 
     @staticmethod
-    def _written_json(text: str, /) -> Any:
-        """A JSON text this store writes, as reading it back gives it (jsonb differs)."""
-        return read_stored_json(text)
+    def _written_json(text: str, value: Any, /) -> Any:
+        """A JSON text this store writes and its read (``stored_json``), as reading the
+        column back gives it: that read, where the column keeps the text (jsonb differs)."""
+        return value
 
     def _connection_lost(self, error: BaseException | None) -> bool:
         """Whether ``error`` says the connection went away (so the statement may not have
@@ -561,15 +569,16 @@ def pending_migrations(
     return [(version, statements) for version, statements in migrations if version > current]
 
 
-def _operation_parameters(op: NewOperation) -> dict[str, Any]:
+def _operation_parameters(op: NewOperation, arguments: str, actor: str) -> dict[str, Any]:
+    """The parameters of ``op``'s receipt, its arguments and actor as canonical JSON."""
     return {
         "operation_id": op.operation_id,
         "request_id": op.request_id,
         "tool": op.tool,
         "contract_version": op.contract_version,
         "args_hash": op.args_hash,
-        "arguments": canonical_json(op.arguments),
-        "actor": canonical_json(op.actor),
+        "arguments": arguments,
+        "actor": actor,
     }
 
 

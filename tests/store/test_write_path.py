@@ -272,3 +272,15 @@ def test_an_instant_is_written_as_iso_text_with_microseconds(moment: datetime) -
     except OverflowError:  # year 1 or 9999 pushed past the calendar by the offset
         return
     assert _text(moment) == expected
+
+
+def test_instants_of_one_day_and_the_next_are_written_alike() -> None:
+    """``_text`` keeps the last day's text: instants seconds apart on one day, then across
+    into the next (and a year), each with a lease's expiry after it, are written as
+    isoformat writes them."""
+    start = datetime(2026, 12, 31, 23, 58, 57, 999_999, tzinfo=UTC)
+    for step in range(400):
+        moment = start + timedelta(seconds=step * 0.7) + step % 2 * LEASE
+        assert _text(moment) == moment.isoformat(timespec="microseconds")
+        east = moment.astimezone(timezone(timedelta(hours=5)))
+        assert _text(east) == moment.isoformat(timespec="microseconds")
