@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,23 +38,19 @@ from callgate_rules.store.base import NewReviewItem, Receipt, ReceiptState, Rece
 from callgate_rules.taxonomy import ErrorClass, Route
 
 
-class _RequestIds:
-    """Request IDs for decisions the host named none: a random prefix per process (drawn
-    again in a forked child) and a count, so no two decisions share one and none tells
-    anything about the machine."""
-
-    def __init__(self) -> None:
-        self._start()
-        os.register_at_fork(after_in_child=self._start)
-
-    def _start(self) -> None:
-        self.prefix, self.count = os.urandom(8).hex(), itertools.count(1)
-
-    def __next__(self) -> str:
-        return f"{self.prefix}{next(self.count):016x}"
+def _request_ids() -> Iterator[str]:
+    """Request IDs for decisions the host named none: a random prefix per process and a
+    count, so no two decisions share one and none tells anything about the machine."""
+    return map(f"{os.urandom(8).hex()}{{:016x}}".format, itertools.count(1))
 
 
-_REQUEST_IDS = _RequestIds()
+def _renew_request_ids() -> None:  # a forked child must not repeat its parent's IDs
+    global _REQUEST_IDS
+    _REQUEST_IDS = _request_ids()
+
+
+_REQUEST_IDS = _request_ids()
+os.register_at_fork(after_in_child=_renew_request_ids)
 
 
 def confirmation_rule(contract: Contract) -> str:
