@@ -3,8 +3,8 @@
 Each line is one measurement: the median of a few runs, and its ratio to a *plain substring
 scan* — ``needle in text`` over the whole normalised (folded) conversation with a needle that
 is not in it, the least any search can cost. Nothing here is a pass/fail test;
-``tests/provenance/test_provenance_hardening.py`` holds the same shapes to their answers and to limits
-of seconds.
+``tests/provenance/test_provenance_hardening.py`` holds the same shapes to their answers and
+to limits of seconds.
 
 - **per argument**: conversations of about 100 kB and 1 MB (user turns, tool results with
   prose, IBANs, invoice numbers and amounts); the cost of reading and indexing one once,
