@@ -12,6 +12,8 @@ in ``callgate_bundle_reloads_total{outcome="refused"}``, and shown by ``/readyz`
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.bundle import Bundle
@@ -21,7 +23,23 @@ from callgate_rules.documents.bundle_watch import ReloadState as ReloadState
 
 if TYPE_CHECKING:
     from callgate_rules.documents.model import GateConfig
+    from callgate_rules.pipeline.hosted import HostedWrites
+    from callgate_rules.server.records import LookupRecords
     from callgate_rules.server.service import Service
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The policy a service serves: its hosted flow and the look-ups whose records a request
+    may carry, made from one configuration and swapped together, in one assignment."""
+
+    hosted: HostedWrites
+    lookups: LookupRecords
+
+
+# The policy a request started with, in its worker thread: every read of ``Service.hosted``
+# or ``Service.lookups`` there gets it, whatever was swapped in meanwhile.
+PINNED: ContextVar[Serving | None] = ContextVar("callgate_serving", default=None)
 
 
 class CurrentHosted:
@@ -50,8 +68,7 @@ def use_bundle(service: Service, bundle: Bundle, config: GateConfig) -> None:
                           decision_log=service.decision_log, bundle=bundle.digest,
                           observers=service.observers)
     hosted.gate.secret, hosted.gate.sealer = previous.secret, previous.sealer
-    service.lookups = lookups
-    service.hosted = hosted
+    service.serving = Serving(hosted, lookups)
 
 
 def watch_bundle(service: Service) -> BundleWatch:

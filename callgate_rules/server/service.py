@@ -19,6 +19,7 @@ from callgate_rules.harness.world import WorldResolvers, check_world
 from callgate_rules.integrations.identity import TokenVerifier
 from callgate_rules.integrations.telemetry import log_decision
 from callgate_rules.pipeline.hosted import HostedWrites, Observer, UnknownOperation
+from callgate_rules.server.bundles import PINNED, Serving
 from callgate_rules.server.metrics import Metrics, TimedStore
 from callgate_rules.server.problems import Problem
 from callgate_rules.server.records import (
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from callgate_rules.server.bundles import BundleWatch
 
 T = TypeVar("T")
+
+
 UNSCOPED = ("none", "all")
 LOGIN_QUEUE = 8  # sign-ins waiting per one hashing at once; more are refused (429)
 READINESS_PROBE = "callgate-readiness-probe"  # an operation ID no gate ever makes
@@ -96,20 +99,21 @@ class Service:
         self.store = cast(ReceiptStore, TimedStore(open_store(settings.store),
                                                    self.metrics.store))
         self.metrics.watch(self.store)
-        self.lookups = LookupRecords(config)
+        lookups = LookupRecords(config)
         self.resolvers = _resolvers(settings, lookup_deadlines(config))
         self.decision_log = open_decision_log(settings.decision_log,
                                               signing_key=settings.decision_log_key,
                                               checkpoint_every=settings.checkpoint_every)
         self.observers = (self.metrics.observe, log_decision, *observers)
-        self.hosted = HostedWrites(config, store=self.store, secret=settings.secret,
-                                   resolvers=RequestResolvers(self.resolvers, self.lookups),
-                                   decision_log=self.decision_log,
-                                   bundle=settings.bundle.digest if settings.bundle else None,
-                                   observers=self.observers)
+        self.serving = Serving(HostedWrites(
+            config, store=self.store, secret=settings.secret,
+            resolvers=RequestResolvers(self.resolvers, lookups),
+            decision_log=self.decision_log,
+            bundle=settings.bundle.digest if settings.bundle else None,
+            observers=self.observers), lookups)
         self.bundle_watch: BundleWatch | None = None
-        if settings.bundle and settings.bundle_poll:  # a new bundle swaps self.hosted and
-            from callgate_rules.server.bundles import watch_bundle  # self.lookups
+        if settings.bundle and settings.bundle_poll:  # a new bundle swaps self.serving
+            from callgate_rules.server.bundles import watch_bundle
 
             self.bundle_watch = watch_bundle(self)
         self.limiter = anyio.CapacityLimiter(settings.concurrency)
@@ -121,14 +125,29 @@ class Service:
             raise InputError(f"--unscoped {settings.unscoped}: expected one of "
                              f"{', '.join(UNSCOPED)}")
 
+    @property
+    def hosted(self) -> HostedWrites:
+        """The hosted flow of the policy serving now (or of the request's, in its worker)."""
+        return (PINNED.get() or self.serving).hosted
+
+    @property
+    def lookups(self) -> LookupRecords:
+        return (PINNED.get() or self.serving).lookups
+
     async def run(self, endpoint: str, work: Callable[[], T],
                   records: Mapping[str, Any] | None = None) -> T:
         """``work`` in a worker thread, timed under ``endpoint``, with the look-ups' records
         the request passed (``server.records``). A request that runs out of time is
         answered while its thread finishes: the receipt keeps what it did."""
         started = time.perf_counter()
+        serving = self.serving  # one policy for the whole request, should a bundle swap
+
         def checked() -> T:  # the records are checked in the worker too, off the event loop
-            return with_records(self.lookups.by_collection(records), work)()
+            pinned = PINNED.set(serving)
+            try:
+                return with_records(serving.lookups.by_collection(records), work)()
+            finally:
+                PINNED.reset(pinned)
 
         try:
             return await anyio.to_thread.run_sync(checked, limiter=self.limiter,
