@@ -41,6 +41,36 @@ def decision_log_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def bundle_options(*, uses: str, unsigned: str,
+                   swaps: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--bundle``, ``--public-key`` and ``--allow-unsigned-bundle`` (and, for a command that
+    keeps running, ``--bundle-poll``), as ``serve``, ``gateway`` and ``replay`` take them:
+    ``uses`` says what the command does with the bundle's documents, ``unsigned`` when an
+    unsigned one is accepted, ``swaps`` when a new one is swapped in."""
+    options = [
+        click.option("--bundle", "bundle_location", metavar="FILE_OR_URL",
+                     help=f"{uses} the documents of this signed policy bundle (`callgate "
+                          f"bundle build`) instead of PATHS."),
+        click.option("--public-key", "public_key_file",
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="The Ed25519 public key (PEM) the --bundle must be signed by."),
+        click.option("--allow-unsigned-bundle", is_flag=True,
+                     help=f"Accept an unsigned --bundle: {unsigned}."),
+    ]
+    if swaps is not None:
+        options.append(click.option(
+            "--bundle-poll", default=30.0, show_default=True, type=click.FloatRange(min=0),
+            metavar="SECONDS",
+            help="Look for a new --bundle this often (a file's change, a URL's ETag) and "
+                 f"swap to it once it {swaps}; 0: never."))
+
+    def decorated(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return decorated
+
+
 @click.group()
 def bundle() -> None:
     """Build, verify and inspect signed policy bundles (one file for a fleet)."""

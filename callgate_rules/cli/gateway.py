@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from callgate_rules.cli import served
-from callgate_rules.cli.bundle import decision_log_options
+from callgate_rules.cli.bundle import bundle_options, decision_log_options
 from callgate_rules.cli.extras import require_gateway_extra
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
@@ -43,18 +43,8 @@ from callgate_rules.errors import InputError
               help="Reach the upstream MCP server over streamable HTTP at this URL.")
 @click.option("--http", "http_address", metavar="HOST:PORT",
               help="Serve streamable HTTP at HOST:PORT (path /mcp) instead of stdio.")
-@click.option("--bundle", "bundle_location", metavar="FILE_OR_URL",
-              help="Load the documents of this signed policy bundle (`callgate bundle "
-                   "build`) instead of PATHS.")
-@click.option("--public-key", "public_key_file",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) the --bundle must be signed by.")
-@click.option("--allow-unsigned-bundle", is_flag=True,
-              help="Accept an unsigned --bundle: over stdio or on a loopback --http only.")
-@click.option("--bundle-poll", default=30.0, show_default=True, type=click.FloatRange(min=0),
-              metavar="SECONDS",
-              help="Look for a new --bundle this often (a file's change, a URL's ETag) and "
-                   "swap to it once it verifies, compiles and fits the upstream; 0: never.")
+@bundle_options(uses="Load", unsigned="over stdio or on a loopback --http only",
+                swaps="verifies, compiles and fits the upstream")
 @decision_log_options
 @STORE_OPTION
 @click.option("--actor", "actor_file", type=click.Path(path_type=Path),

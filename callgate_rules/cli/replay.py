@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from callgate_rules.cli.bundle import bundle_options
 from callgate_rules.cli.progress import progress
 from callgate_rules.documents.compiler import load
 from callgate_rules.errors import InputError
@@ -17,15 +18,8 @@ from callgate_rules.harness.replay import read_log, replay
 @click.command("replay")
 @click.argument("decision_log", type=click.Path(path_type=Path))
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--bundle", "bundle_location", metavar="FILE_OR_URL",
-              help="Replay against the documents of this signed policy bundle (`callgate "
-                   "bundle build`) instead of PATH...; verified with --public-key first.")
-@click.option("--public-key", "public_key_file",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) the --bundle must be signed by.")
-@click.option("--allow-unsigned-bundle", is_flag=True,
-              help="Accept an unsigned --bundle (its files still checked against its "
-                   "manifest).")
+@bundle_options(uses="Replay against", unsigned="its files still checked against its "
+                "manifest")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]),
               default="text", show_default=True)
 def replay_command(decision_log: Path, paths: tuple[Path, ...], bundle_location: str | None,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from callgate_rules.cli.bundle import decision_log_options
+from callgate_rules.cli.bundle import bundle_options, decision_log_options
 from callgate_rules.cli.served import documents_here, http_address
 from callgate_rules.cli.store import STORE_OPTION
 from callgate_rules.errors import InputError
@@ -78,18 +78,8 @@ def cookie_security(host: str, given: bool | None) -> bool:
               help="Seconds a look-up at the resolver endpoint may take in all (connect, "
                    "headers and body); a contract's shorter timeout wins.")
 @decision_log_options
-@click.option("--bundle", "bundle_location", metavar="FILE_OR_URL",
-              help="Serve the documents of this signed policy bundle (`callgate bundle "
-                   "build`) instead of PATHS.")
-@click.option("--public-key", "public_key_file",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) the --bundle must be signed by.")
-@click.option("--allow-unsigned-bundle", is_flag=True,
-              help="Accept an unsigned --bundle: only on a loopback address, for development.")
-@click.option("--bundle-poll", default=30.0, show_default=True, type=click.FloatRange(min=0),
-              metavar="SECONDS",
-              help="Look for a new --bundle this often (a file's change, a URL's ETag) and "
-                   "swap to it once it verifies and compiles; 0: never.")
+@bundle_options(uses="Serve", unsigned="only on a loopback address, for development",
+                swaps="verifies and compiles")
 @click.option("--max-body", default=256 * 1024, show_default=True, type=int,
               help="The largest request body, in bytes.")
 @click.option("--timeout", "request_timeout", default=30.0, show_default=True, type=float,
