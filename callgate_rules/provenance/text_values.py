@@ -9,8 +9,10 @@ so that the same value written differently compares equal:
   ``date:2025-01-11``; ``01/11/2025`` is ambiguous and reads both ways;
 - numbers: ``1.000,00``, ``1,000.00`` and ``1000`` are ``number:1000`` (both decimal
   conventions, as ``numbers``);
-- IBANs: spaced or not, any case: ``iban:DE89370400440532013000`` (spaced in groups of
-  four, letters only in the first group: ``MT84 MALT 0110 0001 2345 MTLC`` is not read);
+- IBANs: spaced or not, any case: ``iban:DE89370400440532013000``. Spaced in groups of
+  four, letters only in the first group (``MT84 MALT 0110 0001 2345 MTLC`` is not read so);
+  spaced otherwise (``US 133 000 000 121 212 121 212``), as the matcher finds it: with a
+  space anywhere, the checksum choosing where it ends (``_spaced_ibans``);
 - e-mail addresses in lower case; URLs without scheme, ``www.``, case or trailing ``/``;
 - words: a word of at least four letters that is not common in the languages listed in
   ``common_words``, folded (``word:spotify``); a capitalised run of them is also a *name*
@@ -38,6 +40,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 from callgate_rules.provenance.common_words import COMMON_WORDS
@@ -53,6 +56,7 @@ from callgate_rules.provenance.spellings import TOKEN, defanged_in, tokens_in
 MAX_TEXT = 200_000  # characters of one text read for parts
 MIN_WORD = 4  # letters of a word part
 MIN_NUMBER_DIGITS = 3  # significant digits of a number part
+_SPACED_WINDOW = 70  # characters that hold an IBAN with a space between every two
 
 URL, EMAIL, IBAN, DATE, NUMBER, WORD, NAME = (
     "url", "email", "iban", "date", "number", "word", "name")
@@ -80,6 +84,8 @@ _PATTERNS = {
     EMAIL: r"[\p{L}\p{N}._%+\-]+@[\p{L}\p{N}\-]+(?:\.[\p{L}\p{N}\-]+)*\.\p{L}{2,}",
     # spaced: letters only in the first group (the bank code), so a word after it is not taken
     IBAN: r"\b[a-z]{2}\d{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4})(?: \d{4}){1,6}(?: \d{1,4})?)\b",
+    # any spelling the matcher finds an IBAN in: a space anywhere (``_spaced_ibans``)
+    "spaced_iban": r"\b[a-z] ?[a-z] ?\d ?\d(?: ?[a-z0-9]){11,30}\b",
     "iso": r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:\b|t)",
     "month_first": r"\b" + _MONTH + r"\s+" + _DAY + r",?\s+(\d{4})\b",
     "day_first": r"\b" + _DAY + r"\s+(?:of\s+|de\s+)?" + _MONTH + r",?\s+(?:de\s+)?(\d{4})\b",
@@ -90,6 +96,7 @@ _PATTERNS = {
 # match than the RE2 binding's). The pattern cannot backtrack: each repetition must begin
 # with a separator that no letter run can take, so it runs in linear time.
 _WORD = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
+_IBAN_START = re.compile(r"[a-z] ?[a-z] ?\d ?\d")  # a group that can begin a spaced IBAN
 
 
 @dataclass(frozen=True)
@@ -169,9 +176,9 @@ def _parts(text: str) -> tuple[TextPart, ...]:
             parts.append(TextPart(EMAIL, match.group(0), (f"email:{match.group(0)}",)))
     for match in patterns[IBAN].finditer(folded):
         compact = match.group(0).replace(" ", "").upper()
-        if (15 <= len(compact) <= 34 and any(c.isdigit() for c in compact[4:])
-                and claim(*match.span())):
+        if _iban_shaped(compact) and claim(*match.span()):
             parts.append(TextPart(IBAN, match.group(0), (f"iban:{compact}",)))
+    _spaced_ibans(folded, patterns["spaced_iban"], taken, claim, parts)
     _dates(folded, patterns, claim, parts)
     for reading in read_in_words(folded):  # twelve hundred, one a seven b three d
         part = _in_words_part(reading, folded)
@@ -190,6 +197,82 @@ def _parts(text: str) -> tuple[TextPart, ...]:
             parts.append(TextPart(NUMBER, format(number, "f"), (_number_key(number),)))
     _words(text, masked, parts)
     return tuple(parts)
+
+
+def _iban_shaped(compact: str) -> bool:
+    return 15 <= len(compact) <= 34 and any(c.isdigit() for c in compact[4:])
+
+
+def iban_checksum_holds(compact: str) -> bool:
+    """ISO 13616: the IBAN with its first four characters moved to the end, letters as
+    10 to 35, is 1 modulo 97."""
+    digits = (compact[4:] + compact[:4]).translate(_LETTERS_AS_NUMBERS)
+    return digits.isdigit() and digits.isascii() and int(digits) % 97 == 1
+
+
+_LETTERS_AS_NUMBERS = str.maketrans(
+    {letter: str(10 + n) for case in ("abcdefghijklmnopqrstuvwxyz",
+                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+     for n, letter in enumerate(case)})
+
+
+def _spaced_ibans(folded: str, pattern: Any, taken: bytearray, claim: Any,
+                  parts: list[TextPart]) -> None:
+    """IBANs spaced otherwise than in groups of four (``US 133 000 000 121 212 121 212``).
+
+    The matcher ignores white space (``matching.squash``), so it finds an IBAN however it
+    is spaced, beginning at any group; each such spelling must count, or a bill holding a
+    second IBAN spaced unevenly still "has one IBAN". So an IBAN is read from every group
+    that can begin one (two letters, two digits, then 11 to 30 letters and digits), even
+    inside the reading of another. Where the groups could end it at several places, the
+    checksum decides: the longest reading whose checksum holds is an IBAN for certain (its
+    digits are no numbers); else the longest that ends in a group with a digit, before the
+    next group that can begin one, is counted as an IBAN, and its digits are read as
+    numbers and dates too (``on 12 03 2024 10 30 …`` may be either)."""
+    before = bytes(taken)  # what the readings before this one took
+    at = 0
+    for match in pattern.finditer(folded):  # one pass over the text; each group of the
+        at = max(at, match.start())  # match is tried again, in a window of the text
+        while at < match.end():
+            if before[at]:  # inside an IBAN in groups of four, a link, an address
+                free = before.find(0, at)
+                at = free if free >= 0 else len(folded)
+                continue
+            local = pattern.search(folded[at:at + _SPACED_WINDOW])
+            if local is None:
+                break
+            start, end = at + local.start(), at + local.end()
+            at = start + 1
+            if start and folded[start - 1].isalnum():  # not where a group begins
+                continue
+            cut = before.find(1, start, end)
+            written = folded[start:end if cut < 0 else cut].rstrip()
+            reading = _spaced_reading(written)
+            if reading is not None:
+                length, certain = reading
+                compact = written[:length].replace(" ", "").upper()
+                if certain:
+                    claim(start, start + length)  # unless another reading holds a part
+                parts.append(TextPart(IBAN, written[:length], (f"iban:{compact}",)))
+
+
+def _spaced_reading(written: str) -> tuple[int, bool] | None:
+    """Where the IBAN written at the start of ``written`` ends (a group's end), and whether
+    its checksum holds: the longest reading whose checksum holds, else the longest that
+    ends in a group holding a digit and before the next group that can begin an IBAN."""
+    groups = written.split(" ")
+    ends = list(accumulate(len(group) + 1 for group in groups))  # each group's end, + 1
+    compacts = list(accumulate(groups))
+    shaped = [n for n, compact in enumerate(compacts) if _iban_shaped(compact)]
+    for n in reversed(shaped):
+        if iban_checksum_holds(compacts[n]):
+            return ends[n] - 1, True
+    next_start = next((n for n in range(1, len(groups))
+                       if _IBAN_START.match(written, ends[n - 1])), len(groups))
+    for n in reversed(shaped):
+        if n < next_start and any(c.isdigit() for c in groups[n]):
+            return ends[n] - 1, False
+    return None
 
 
 def _in_words_part(reading: InWords, folded: str) -> TextPart | None:
