@@ -43,12 +43,15 @@ and in the measuring one::
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 # The foreign function every ctypes call goes through, whatever it calls.
@@ -160,3 +163,99 @@ def agreeing(windows: Sequence[int], operations: int, *, what: str,
             "collection of the whole heap): run again on an unchanged tree, or warm up "
             "longer")
     return sum(windows) / len(windows) / operations
+
+
+# -- a server, counted from outside ---------------------------------------------------------
+# A server's work arrives from a client in another process, so the counted process cannot
+# call ``count_windows`` itself: it marks when it receives ``MARK_SIGNAL``
+# (``mark_on_signal``; Python runs the handler in the main thread, the event loop's, which
+# is idle once the client has its answer), and the measuring process drives the windows.
+MARK_SIGNAL = signal.SIGUSR1
+
+
+def mark_on_signal(*, collected: bool = False) -> None:
+    """In a server process to be counted by ``count_served``: each ``MARK_SIGNAL`` marks.
+    ``collected``: after a full garbage collection, so that the collections of the whole
+    heap a long run of calls makes now and then end every window alike (the empty one
+    too, which takes them off) instead of falling in one of them; the figure then leaves
+    out what they cost by the call."""
+    def marked(number: int, frame: object) -> None:
+        if collected:
+            gc.collect()
+        mark()
+
+    signal.signal(MARK_SIGNAL, marked)
+
+
+def count_served(commands: Mapping[str, Sequence[str]], ready: Callable[[], None],
+                 drive: Callable[[int], None], operations: int, *, what: str,
+                 warm_up: int = 200, env: dict[str, str] | None = None,
+                 cwd: str | Path | None = None) -> dict[str, float]:
+    """Instructions per operation of each server process of ``commands`` (by name), each
+    run under callgrind with ``SAME_START`` and calling ``mark_on_signal`` first.
+
+    ``ready()`` returns once they answer, ``drive(n)`` makes ``n`` operations from this
+    process (and whatever it does around them, e.g. opening a connection, also for 0: the
+    empty window takes it off). After ``warm_up`` operations, every process is marked
+    around two windows of ``operations`` and an empty one, as ``count_windows`` does, then
+    stopped (SIGTERM). Refused (``CountRefused``) as ``count`` refuses."""
+    with tempfile.TemporaryDirectory(prefix="callgate-callgrind-") as directory:
+        processes: dict[str, subprocess.Popen[bytes]] = {}
+        outputs = {name: Path(directory) / name for name in commands}
+        try:
+            for name, command in commands.items():
+                outputs[name].mkdir()
+                log = (outputs[name] / "stderr").open("wb")  # never a full pipe
+                processes[name] = subprocess.Popen(
+                    ["valgrind", "--tool=callgrind",
+                     f"--callgrind-out-file={outputs[name] / 'callgrind.out'}",
+                     f"--dump-before={MARK_FUNCTION}", *command],
+                    stdout=subprocess.DEVNULL, stderr=log, cwd=cwd,
+                    env={**(os.environ if env is None else env), **SAME_START})
+                log.close()
+            ready()
+            drive(warm_up)
+            for work in [operations] * WINDOWS + [0]:
+                _mark_all(processes, outputs)
+                drive(work)
+            _mark_all(processes, outputs)
+        finally:
+            failed = _stopped(processes, outputs)
+        if failed:
+            raise CountRefused(f"{what}: {failed}")
+        return {name: agreeing(windows_of(read_parts(output), what=f"{what}, {name}"),
+                               operations, what=f"{what}, {name}")
+                for name, output in outputs.items()}
+
+
+def _mark_all(processes: Mapping[str, subprocess.Popen[bytes]],
+              outputs: Mapping[str, Path], seconds: float = 120) -> None:
+    """Mark every process, and wait until each has written the part the mark ended."""
+    before = {name: len(list(outputs[name].glob("callgrind.out*"))) for name in processes}
+    for process in processes.values():
+        os.kill(process.pid, MARK_SIGNAL)
+    deadline = time.monotonic() + seconds
+    for name, process in processes.items():
+        while len(list(outputs[name].glob("callgrind.out*"))) <= before[name]:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise CountRefused(f"{name}: no part written after a mark")
+            time.sleep(0.05)
+    time.sleep(0.2)  # the part's file is written whole
+
+
+def _stopped(processes: Mapping[str, subprocess.Popen[bytes]],
+             outputs: Mapping[str, Path]) -> str:
+    """Stop the processes (SIGTERM, then SIGKILL); why any failed, or ''."""
+    failures = []
+    for name, process in processes.items():
+        if process.poll() is None:
+            process.terminate()
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.returncode not in (0, -signal.SIGTERM):
+            errors = (outputs[name] / "stderr").read_text(errors="replace")
+            failures.append(f"{name} exited with {process.returncode}:\n{errors[-2000:]}")
+    return "\n".join(failures)

@@ -17,6 +17,13 @@ of it. Two calls are timed, one after another from one client session:
 Each cell warms up, then calls for ``--seconds`` (at most ``--max-calls``) and prints
 calls/s, p50 and p99, and the gateway's added p50/p99 (through minus direct). Bounded in
 time: every cell stops by itself; every process it started is stopped at the end.
+
+Where valgrind is present (``--instructions``, or ``--instructions-only``), it also counts
+the instructions of one read call over HTTP in each of the two processes, side by side:
+the gateway's (its gate, its receipts, the official SDK's server in front and client
+behind) against the upstream's own work for the same call (``call_instructions``:
+``callgrind_counting.count_served``, two windows of calls that must agree). Information:
+most of the gateway's share is the SDK's second hop, not the gate.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import runpy
 import socket
 import statistics
 import subprocess
@@ -43,6 +51,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from callgrind_counting import count_served, mark_on_signal, valgrind_missing  # noqa: E402
+
 UPSTREAM = REPO / "tests" / "gateway" / "notes_upstream.py"
 PYTHON = sys.executable
 SECRET = "benchmark-secret-" + "x" * 32
@@ -272,13 +284,132 @@ def prepare(root: Path) -> None:
         "secret_env: CALLGATE_BENCH_SECRET\nclaims:\n  actor: {id: sub, tenant: tenant}\n")
 
 
+# -- instructions of one call, in the gateway and in the upstream ---------------------------
+
+
+def call_instructions(calls: int = 100, warm_up: int = 60,
+                      kind: str = "read") -> dict[str, float]:
+    """Instructions per tool call (``kind``: "read" or "write") over streamable HTTP, of
+    the gateway process and of the upstream process, each counted by callgrind; the
+    client (this process) opens a session for each window (the empty one too, so that
+    opening it is taken off). The read by default: the notes upstream reads every note
+    it holds on each write (to find an earlier one under the operation ID), so a write
+    costs it more with every window and two windows never agree."""
+    with tempfile.TemporaryDirectory(prefix="callgate-gateway-count-") as directory:
+        root = Path(directory)
+        prepare(root)
+        ports = {"upstream": free_port(), "gateway": free_port()}
+
+        def command(role: str) -> list[str]:
+            return [PYTHON, __file__, "--counted", role, str(ports["upstream"]),
+                    str(ports["gateway"]), str(root)]
+
+        def ready() -> None:
+            for port in ports.values():
+                wait_for_address(port, 900)  # under callgrind, start-up takes minutes
+
+        def drive(count: int) -> None:
+            asyncio.run(session_calls(ports["gateway"], count, kind))
+
+        # the gateway first: stopped first, it never sees its upstream go away
+        return count_served({"gateway": command("gateway"), "upstream": command("upstream")},
+                            ready, drive, calls, warm_up=warm_up,
+                            what=f"one {kind} call through the gateway",
+                            env={**os.environ, "CALLGATE_BENCH_SECRET": SECRET}, cwd=REPO)
+
+
+def wait_for_address(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"nothing listened on port {port} within {seconds:g}s")
+
+
+async def session_calls(port: int, count: int, kind: str) -> None:
+    """One client session to the gateway at ``port``, making ``count`` calls."""
+    token = jwt.encode({**ACTOR, "exp": int(time.time()) + 3600}, SECRET, algorithm="HS256")
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client:
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                          http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                call = calls(session, kind)
+                for index in range(count):
+                    await call(index)
+
+
+def serve_counted(role: str, upstream_port: int, gateway_port: int, root: Path) -> None:
+    """In a process to be counted (``--counted``): the upstream, or the gateway in front
+    of it as `callgate gateway` starts it, each marking on ``MARK_SIGNAL`` after a full
+    collection (the SDK's objects make the heap's collections fall in one window of 100
+    calls and not the other)."""
+    mark_on_signal(collected=True)
+    if role == "upstream":
+        sys.argv = [str(UPSTREAM), "--state", str(root / "state"), "--http",
+                    str(upstream_port)]
+        runpy.run_path(str(UPSTREAM), run_name="__main__")
+        return
+    wait_for_address(upstream_port, 900)
+    quiet_upstream()
+    from callgate_rules.cli import main as callgate
+
+    sys.argv = ["callgate", "gateway", "--store", f"sqlite:///{root / 'receipts.sqlite3'}",
+                str(root / "documents"), "--upstream-url",
+                f"http://127.0.0.1:{upstream_port}/mcp", "--http",
+                f"127.0.0.1:{gateway_port}", "--auth", str(root / "auth.yaml")]
+    callgate()
+
+
+def quiet_upstream() -> None:
+    """No idle pings of the upstream (one every ``health_interval``, 2 s) in the counted
+    gateway: they cost by the second, not by the call, and under callgrind a window of
+    calls lasts minutes, so they would be counted as the calls' (and differ by window)."""
+    from callgate_rules.gateway import upstream
+
+    checked = upstream.UpstreamLimits.__post_init__
+
+    def pings_rarely(limits: upstream.UpstreamLimits) -> None:
+        object.__setattr__(limits, "health_interval", 3600.0)
+        checked(limits)
+
+    upstream.UpstreamLimits.__post_init__ = pings_rarely  # type: ignore[method-assign,assignment]
+
+
+def instruction_rows(quick: bool) -> list[str]:
+    """The instruction rows, printed: one read call, gateway against upstream."""
+    missing = valgrind_missing()
+    if missing:
+        return [f"instructions: not counted, {missing}"]
+    counts = call_instructions(*((30, 30) if quick else (100, 60)))
+    gateway, upstream = counts["gateway"], counts["upstream"]
+    return [f"instructions per read call over HTTP: gateway process {gateway:,.0f}, "
+            f"upstream process {upstream:,.0f}, {gateway / upstream:.2f}x (information)"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0,
                         help="how long each cell calls (default 4)")
     parser.add_argument("--max-calls", type=int, default=5000)
     parser.add_argument("--quick", action="store_true", help="one second a cell")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count one call's instructions (valgrind)")
+    parser.add_argument("--instructions-only", action="store_true",
+                        help="only count one call's instructions (valgrind)")
+    parser.add_argument("--counted", nargs=4, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.counted:
+        role, upstream, gateway, root = options.counted
+        serve_counted(role, int(upstream), int(gateway), Path(root))
+        return
+    if options.instructions or options.instructions_only:
+        for line in instruction_rows(options.quick):
+            print(line)
+        if options.instructions_only:
+            return
     with tempfile.TemporaryDirectory(prefix="callgate-gateway-bench-") as directory:
         root = Path(directory)
         prepare(root)

@@ -43,7 +43,7 @@ from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import StoreError
 from callgate_rules.pipeline.approvals import RUN_APPROVALS, approvals_of, declares_covering
 from callgate_rules.pipeline.budgets import Run
-from callgate_rules.pipeline.history import variable
+from callgate_rules.pipeline.history import run_history_now, variable
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.store.history import HistoryEntry, RunHistory
 from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
@@ -168,8 +168,7 @@ def read_run(host: LeaseHost, contract: Contract, run: Run | None,
     """Set ``history`` in a decision's ``variables`` (``history_of``), and the run's
     approvals (``approvals.RUN_APPROVALS``) when a question of ``contract`` declares
     ``approval_covers``: both read from the same entries."""
-    entries = run_entries(host, contract, run, history, now, hold)
-    variables["history"] = variable(entries)
+    entries, variables["history"] = read_history(host, contract, run, history, now, hold)
     if declares_covering(contract):
         variables[RUN_APPROVALS] = approvals_of(entries)
 
@@ -178,7 +177,7 @@ def history_of(host: LeaseHost, contract: Contract, run: Run | None,
                history: Sequence[HistoryEntry] | None, now: datetime,
                hold: RunHold | None = None) -> list[Any]:
     """The value of ``history`` (``run_entries``, as the rules see them)."""
-    return variable(run_entries(host, contract, run, history, now, hold))
+    return read_history(host, contract, run, history, now, hold)[1]
 
 
 def run_entries(host: LeaseHost, contract: Contract, run: Run | None,
@@ -188,19 +187,27 @@ def run_entries(host: LeaseHost, contract: Contract, run: Run | None,
     run), read holding the run's lease when ``hold`` is given. A history that cannot be
     read, or a lease held elsewhere past the wait, is ``transient``: rules over the run
     never decide on a guess."""
-    if history is None:
-        if run is None:
-            return []
-        try:
-            if hold is not None and not hold.take():
-                host.count("run_lease_busy")
-                raise Rejection(ErrorClass.TRANSIENT, (
-                    f"run {run.run_id!r}: another decision of this run held its lease for "
-                    f"longer than {host.run_lease_wait.total_seconds():g}s"),
-                    contract=contract)
-            history = host.histories.run_history(run.run_id,
-                                                 since=now - host.history_retention)
-        except StoreError as error:
-            raise Rejection(ErrorClass.TRANSIENT, f"the run history: {error}",
-                            contract=contract) from None
-    return history
+    return read_history(host, contract, run, history, now, hold)[0]
+
+
+def read_history(host: LeaseHost, contract: Contract, run: Run | None,
+                 history: Sequence[HistoryEntry] | None, now: datetime,
+                 hold: RunHold | None = None) -> tuple[Sequence[HistoryEntry], list[Any]]:
+    """``run_entries``, and the value of ``history`` made of them: read through this
+    process's view of the run (``pipeline.history.RunViews``), which asks the store only
+    what changed since its last read."""
+    if history is not None:
+        return history, variable(history)
+    if run is None:
+        return [], []
+    try:
+        if hold is not None and not hold.take():
+            host.count("run_lease_busy")
+            raise Rejection(ErrorClass.TRANSIENT, (
+                f"run {run.run_id!r}: another decision of this run held its lease for "
+                f"longer than {host.run_lease_wait.total_seconds():g}s"),
+                contract=contract)
+        return run_history_now(host.histories, run.run_id, now - host.history_retention)
+    except StoreError as error:
+        raise Rejection(ErrorClass.TRANSIENT, f"the run history: {error}",
+                        contract=contract) from None

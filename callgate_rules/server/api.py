@@ -2,10 +2,12 @@
 ``/v1/reconcile``, ``/v1/confirm``, the pending confirmations and the review queue.
 
 Each endpoint is one call of ``pipeline.hosted.HostedWrites``, run in a worker thread (the
-gate is synchronous) under the service's concurrency limit. The host authenticates with a
-bearer token (``integrations.identity``); the ``actor`` of a request is the host's word for
-who the call is for, and any actor field the token maps is pinned: a body that contradicts
-it is refused (403), a body that lacks it gets it from the token.
+gate is synchronous) under the service's concurrency limit; but a decision that waits on
+nothing (outside a named run, no look-up over HTTP, no decision log file) is made on the
+event loop, as the hop to a thread costs more than it does (``decided_here``). The host
+authenticates with a bearer token (``integrations.identity``); the ``actor`` of a request
+is the host's word for who the call is for, and any actor field the token maps is pinned:
+a body that contradicts it is refused (403), a body that lacks it gets it from the token.
 
 Everything a caller sees or acts on is scoped by those pinned fields (``caller_scope``):
 the pending confirmations, the review queue (list, take, resolve) and every operation
@@ -28,6 +30,7 @@ from fastapi import APIRouter, Request
 
 from callgate_rules.canonical import canonical_json
 from callgate_rules.integrations.identity import identity_of
+from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.hosted import Failure, HostedWrites, UnknownOperation
 from callgate_rules.server.bundles import CurrentHosted
 from callgate_rules.server.models import (
@@ -128,11 +131,33 @@ def api_router(service: Service) -> APIRouter:
         its operation ID, a write that needs a person its draft and confirmation token."""
         actor = pinned_actor(request, body.actor)
         request_id, run_id = scoped_ids(request, body.request_id, body.run_id)
+        if run_id is None and service.blocks_on_nothing:
+            return DecisionOut.of(await decided_here(body, actor, request_id))
         decision = await service.run("decide", lambda: hosted.decide(
             body.model_output, actor=actor, request_id=request_id,
             session=body.session, conversation=body.conversation, run_id=run_id),
             body.records)
         return DecisionOut.of(decision)
+
+    async def decided_here(body: DecideRequest, actor: dict[str, Any],
+                           request_id: str) -> Decision:
+        """``HostedWrites.decide`` with its steps on the event loop: outside a named run
+        (whose history is in the store) and with look-ups that wait on nothing, they read
+        and write nothing. Only a write held for a person goes on in a worker thread: the
+        hold is written to the store."""
+        serving = service.serving  # one policy for the whole request
+        flow, records = serving.hosted, body.records
+        with service.timed("decide"):
+            decision, progress = service.run_here(lambda: flow.gate.decide_steps(
+                body.model_output, actor, flow.gate.clock(), request_id=request_id,
+                session=body.session, conversation=body.conversation), records, serving)
+
+            def finish() -> Decision:
+                return flow.decided(decision, progress, actor=actor, request_id=request_id)
+
+            if flow.holds(decision, progress):
+                return await service.in_worker(finish, records, serving)
+            return service.run_here(finish, records, serving)
 
     @router.post("/claim", response_model=StepOut, tags=["writes"])
     async def claim(request: Request, body: ClaimRequest) -> StepOut:

@@ -6,6 +6,7 @@ a new request). The field names are the library's parameter names.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
@@ -138,6 +139,14 @@ def answerable(value: Any) -> Any:
     """``value`` with every text encodable as UTF-8: a lone surrogate the model wrote (and
     a decision echoes, e.g. as the tool's name) is answered as its escape, ``\\ud800``,
     since no JSON answer can carry it."""
+    try:  # JSON whose every text encodes (most answers): as it is, without a walk in Python
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except (TypeError, ValueError):  # another type, or a lone surrogate (UnicodeEncodeError)
+        return _answerable(value)
+
+
+def _answerable(value: Any) -> Any:
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -145,9 +154,9 @@ def answerable(value: Any) -> Any:
             return value.encode("utf-8", "backslashreplace").decode("utf-8")
         return value
     if isinstance(value, Mapping):
-        return {answerable(key): answerable(member) for key, member in value.items()}
+        return {_answerable(key): _answerable(member) for key, member in value.items()}
     if isinstance(value, list | tuple):
-        return [answerable(member) for member in value]
+        return [_answerable(member) for member in value]
     return value
 
 

@@ -4,7 +4,8 @@ documents and the receipt store, its metrics, and the bound on concurrent gate w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -134,24 +135,56 @@ class Service:
     def lookups(self) -> LookupRecords:
         return (PINNED.get() or self.serving).lookups
 
+    @property
+    def blocks_on_nothing(self) -> bool:
+        """Whether a decision outside a named run waits on nothing: its look-ups answered
+        from the request or a world file (not over HTTP), no decision log file to write.
+        Then ``/v1/decide`` runs on the event loop (``run_here``): the hop to a worker
+        thread costs more than such a decision, and at 8 connections the loop and the
+        workers handing the GIL back and forth made the p99 many times a plain app's."""
+        return self.settings.resolver_url is None and self.decision_log is None
+
     async def run(self, endpoint: str, work: Callable[[], T],
                   records: Mapping[str, Any] | None = None) -> T:
-        """``work`` in a worker thread, timed under ``endpoint``, with the look-ups' records
-        the request passed (``server.records``). A request that runs out of time is
-        answered while its thread finishes: the receipt keeps what it did."""
-        started = time.perf_counter()
-        serving = self.serving  # one policy for the whole request, should a bundle swap
+        """``work`` in a worker thread (``in_worker``) on the policy serving now, timed
+        under ``endpoint``."""
+        with self.timed(endpoint):
+            return await self.in_worker(work, records, self.serving)
 
-        def checked() -> T:  # the records are checked in the worker too, off the event loop
+    async def in_worker(self, work: Callable[[], T], records: Mapping[str, Any] | None,
+                        serving: Serving) -> T:
+        """``work`` in a worker thread, on ``serving``, with the look-ups' records the
+        request passed (``server.records``; checked in the worker too, off the event loop).
+        A request that runs out of time is answered while its thread finishes: the receipt
+        keeps what it did."""
+        return await anyio.to_thread.run_sync(self.pinned(work, records, serving),
+                                              limiter=self.limiter, abandon_on_cancel=True)
+
+    def run_here(self, work: Callable[[], T], records: Mapping[str, Any] | None,
+                 serving: Serving) -> T:
+        """``work`` in this thread (the event loop's: it must block on nothing), as
+        ``run`` runs it."""
+        return self.pinned(work, records, serving)()
+
+    @staticmethod
+    def pinned(work: Callable[[], T], records: Mapping[str, Any] | None,
+               serving: Serving) -> Callable[[], T]:
+        """``work`` on one policy for the whole request, should a bundle swap meanwhile
+        (``PINNED``), with the request's records checked against its look-ups."""
+        def checked() -> T:
             pinned = PINNED.set(serving)
             try:
                 return with_records(serving.lookups.by_collection(records), work)()
             finally:
                 PINNED.reset(pinned)
 
+        return checked
+
+    @contextmanager
+    def timed(self, endpoint: str) -> Iterator[None]:
+        started = time.perf_counter()
         try:
-            return await anyio.to_thread.run_sync(checked, limiter=self.limiter,
-                                                  abandon_on_cancel=True)
+            yield
         finally:
             self.metrics.requests.labels(endpoint).observe(time.perf_counter() - started)
 

@@ -1,5 +1,6 @@
 """A run's history in SQL: the ``ReceiptStore`` methods of ``store.history`` (the entries
-of a run and their executions) and of the run leases, for every dialect.
+of a run and their executions, what changed in a run since a mark) and of the run leases,
+for every dialect.
 
 ``SqlRunHistory`` is a part of ``store.sql.SqlReceiptStore``, which brings the cursors,
 the dialect's statements (``_history_sql``) and how instants and JSON are stored.
@@ -12,8 +13,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from callgate_rules.store.base import canonical_json
-from callgate_rules.store.history import HISTORY_LIMIT, HistoryEntry, HistoryStatements
-from callgate_rules.store.statements import Cursor, execute
+from callgate_rules.store.history import (
+    HISTORY_LIMIT,
+    HistoryChanges,
+    HistoryEntry,
+    HistoryStatements,
+)
+from callgate_rules.store.statements import Cursor, Row, execute
 
 
 class SqlRunHistory:
@@ -57,15 +63,40 @@ class SqlRunHistory:
         with self._read() as cursor:
             execute(cursor, self._history_sql.select, parameters)
             rows = cursor.fetchall()
-        time, json_value = self._time_value, self._json_value
-        return [HistoryEntry(
+        return [self._history_entry(row) for row in reversed(rows)]
+
+    def history_changes(self, run_id: str, *, since: datetime, mark: int | None,
+                        limit: int = HISTORY_LIMIT) -> HistoryChanges:
+        parameters = {"run_id": run_id, "since": self._time_parameter(since), "mark": mark,
+                      "limit": limit + 1}
+        entry = self._history_entry
+        if mark is None:  # a fresh read: the horizon first, then the rows
+            with self._read() as cursor:
+                execute(cursor, self._history_sql.horizon, parameters)
+                horizon = int(cursor.fetchone()["horizon"])
+                execute(cursor, self._history_sql.select, parameters)
+                rows = cursor.fetchall()
+            return HistoryChanges([(row["position"], entry(row)) for row in reversed(rows[:limit])],
+                                  horizon, complete=len(rows) <= limit)
+        # One statement, one snapshot: sent on its own (on PostgreSQL no transaction's
+        # round trips around it), read to its end.
+        with self._statement() as cursor:
+            execute(cursor, self._history_sql.changes, parameters)
+            rows = cursor.fetchall()
+        oldest = rows[0]["oldest"]
+        return HistoryChanges(
+            [(row["position"], entry(row)) for row in rows if row["position"] is not None],
+            int(rows[0]["horizon"]), None if oldest is None else self._time_value(oldest))
+
+    def _history_entry(self, row: Row) -> HistoryEntry:
+        time, json_value, executed_at = self._time_value, self._json_value, row["executed_at"]
+        return HistoryEntry(
             run_id=row["run_id"], at=time(row["at"]), tool=row["tool"],
             arguments=json_value(row["arguments"]), route=row["route"],
             error_class=row["error_class"], request_id=row["request_id"],
             operation_id=row["operation_id"], executed=bool(row["executed"]),
-            executed_at=None if row["executed_at"] is None else time(row["executed_at"]),
-            result=None if row["result"] is None else json_value(row["result"]),
-        ) for row in reversed(rows)]
+            executed_at=None if executed_at is None else time(executed_at),
+            result=None if row["result"] is None else json_value(row["result"]))
 
     def mark_executed(self, operation_id: str, *, at: datetime, route: str,
                       result: Any = None) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import json
 import os
 import random
 import threading
@@ -20,13 +21,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate_rules import Gate, Route, keeps_deadline
 from callgate_rules.canonical import (
     arguments_hash,
     canonical_json,
+    normalise,
     operation_id,
     operation_keys,
 )
@@ -299,6 +301,35 @@ def test_operation_keys_are_the_documented_digests(request_id: str, tool: str,
     assert keys == ("op_" + digest.hexdigest()[:32], expected_hash)
     assert keys == (operation_id(request_id, tool, "contract", arguments),
                     arguments_hash(arguments))
+
+
+canonical_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=6)
+    | st.text(st.characters(codec="utf-8", max_codepoint=0x40), max_size=4)  # controls
+    | st.sampled_from(["e\u0301", "\u00e9", "\u212b", "\ufb01", "1e5", "-0."])  # NFD, NFC
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children)
+    | st.dictionaries(st.text(max_size=4) | st.integers(0, 20), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(canonical_values)
+def test_canonical_json_is_the_standard_librarys_text_of_the_normalised_value(
+        value: Any) -> None:
+    """Whichever way it is written (msgspec when the value is already its normal form, else
+    the standard library after ``normalise``), the text is the one it always was, character
+    for character: operation IDs are made of it."""
+    expected = json.dumps(normalise(value), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False)
+    assert canonical_json(value) == expected
+
+
+@pytest.mark.parametrize("refused", [float("nan"), [float("inf")], {"a": object()}])
+def test_canonical_json_refuses_what_has_no_json_form(refused: Any) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        canonical_json(refused)
 
 
 # The executed call's log record ------------------------------------------------------------------

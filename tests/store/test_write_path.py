@@ -30,7 +30,8 @@ from callgate_rules.store import (
     ReceiptStore,
     SqliteStore,
 )
-from callgate_rules.store.base import Receipt, canonical_json, read_stored_json
+from callgate_rules.store.base import Receipt, canonical_json, read_stored_json, stored_json
+from callgate_rules.store.postgres import as_jsonb_gives_back
 from callgate_rules.store.sqlite import RETURNING_SQLITE, _text
 from tests.store.conftest import empty_postgres_tables
 from tests.store.test_store_contract import LEASE, T0, operation
@@ -169,6 +170,25 @@ def test_numbers_a_database_respells_are_returned_as_it_gives_them_back(
     done = store.finish("op-respelled", worker="w1", state=ReceiptState.SUCCEEDED, now=T0,
                         result=value)
     assert_read_alike(done, store.get("op-respelled"))
+
+
+def as_jsonb_reads(text: str) -> Any:
+    """The values of ``text`` as jsonb keeps them, every float literal read as numeric
+    writes it: in plain notation, no sign on zero (the slow reading, for every text)."""
+    def number(literal: str) -> int | float:
+        plain = format(Decimal(literal), "f")
+        return float(plain) + 0.0 if "." in plain else int(plain)
+
+    return json.loads(text, parse_float=number)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES | st.sampled_from([-0.0, 1e16, [2.5e-7, "1e5"], {"-0.": -0.5}]))
+def test_a_text_without_a_respelled_number_is_given_back_as_read(value: Any) -> None:
+    """``as_jsonb_gives_back`` reads a text the slow way only when it holds a float; what it
+    gives is what the slow reading gives, whichever way it went."""
+    text, read = stored_json(value)
+    assert repr(as_jsonb_gives_back(text, read)) == repr(as_jsonb_reads(text))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from callgate_rules.cel.compiler import runtime
@@ -169,10 +170,13 @@ class _Generator:
             ]
         return [f"return {self.expression(node, function)}"]
 
-    def logic(self, node: Logic, function: _Function) -> list[str]:
+    def logic(self, node: Logic, function: _Function,
+              settle: Callable[[str], list[str]] | None = None) -> list[str]:
         # An operand equal to the deciding value (false for &&, true for ||) settles the
         # chain at once; otherwise the chain is the other value only if every operand is,
-        # and an error or non-bool operand is reported.
+        # and an error or non-bool operand is reported. ``settle``: the lines that end the
+        # chain with a value, when it is written out where a return would not do (a
+        # macro's loop: ``predicate``); the chain then ends with its last value's.
         deciding, neutral = ("True", "False") if node.operator == "||" else ("False", "True")
         lines: list[str] = []
         outcomes: list[str] = []
@@ -191,14 +195,13 @@ class _Generator:
                     "except _FAILURES as _caught:",
                     f"    {outcome} = _caught",
                 ]
-            lines += [f"if {outcome} is {deciding}:", f"    return {deciding}"]
+            lines += [f"if {outcome} is {deciding}:",
+                      *(f"    {line}" for line in (settle or _returns)(deciding))]
         all_neutral = " and ".join(f"{outcome} is {neutral}" for outcome in outcomes)
-        lines += [
-            f"if {all_neutral}:",
-            f"    return {neutral}",
-            f"raise _logic_failure('_{node.operator}_', ({', '.join(outcomes)},))",
-        ]
-        return lines
+        failure = f"raise _logic_failure('_{node.operator}_', ({', '.join(outcomes)},))"
+        if settle is not None:
+            return [*lines, f"if not ({all_neutral}):", f"    {failure}", *settle(neutral)]
+        return [*lines, f"if {all_neutral}:", f"    return {neutral}", failure]
 
     def comprehension(self, node: Comprehension, function: _Function) -> list[str]:
         variable = node.variable
@@ -210,9 +213,9 @@ class _Generator:
                     f"_metered_pairs({range_value}, {per_element}):")
         else:
             loop = f"for {variable} in _metered_range({range_value}, {per_element}):"
-        predicate = (
-            self.expression(node.predicate, function) if node.predicate is not None else None
-        )
+        skip = "True" if node.macro == "all" else "False"  # what leaves an element out
+        predicate = (self.predicate(node.predicate, function, skip)
+                     if node.predicate is not None else None)
         if node.macro in ("all", "exists"):
             deciding, neutral = ("True", "False") if node.macro == "exists" else ("False", "True")
             # Errors are held: a later deciding element still decides (CEL absorption).
@@ -220,15 +223,16 @@ class _Generator:
                 "_failure = None",
                 loop,
                 "    try:",
-                f"        _outcome = {predicate}",
+                *(f"        {line}" for line in predicate or ()),
                 "    except _CostExceeded:",  # never absorbed: the budget is spent
                 "        raise",
                 "    except _FAILURES as _caught:",
                 "        _failure = _failure or _caught",
                 "        continue",
-                f"    if _outcome is {deciding}:",
-                f"        return {deciding}",
+                # most elements decide nothing: one test for them
                 f"    if _outcome is not {neutral}:",
+                f"        if _outcome is {deciding}:",
+                f"            return {deciding}",
                 f"        _failure = _failure or _no_overload({node.macro!r}, _outcome)",
                 "if _failure is not None:",
                 "    raise _failure",
@@ -238,7 +242,7 @@ class _Generator:
             return [
                 "_count = 0",
                 loop,
-                f"    _outcome = {predicate}",
+                *(f"    {line}" for line in predicate or ()),
                 "    if _outcome is True:",
                 "        _count += 1",
                 "    elif _outcome is not False:",
@@ -253,7 +257,7 @@ class _Generator:
         lines = ["_result = {}" if mapping else "_result = []", loop]
         if predicate is not None:
             lines += [
-                f"    _outcome = {predicate}",
+                *(f"    {line}" for line in predicate),
                 "    if _outcome is False:",
                 "        continue",
                 "    if _outcome is not True:",
@@ -271,6 +275,22 @@ class _Generator:
                     "    _result.update(_entry)",
                     "return _result"]
         return [*lines, f"    _result.append({element})", "return _result"]
+
+    def predicate(self, node: Node, function: _Function, skip: str) -> list[str]:
+        """Lines that set ``_outcome`` to a macro's predicate in each pass of its loop, or
+        go on to the next element when it is ``skip`` (the value that leaves an element
+        out). A chain of ``&&`` or ``||`` is written out in the loop, not called (a call an
+        element cost about as much as the chain): a chain settled by ``skip`` goes on to
+        the next element at once; any other is written in a loop of one pass, left with
+        its value. The chain's own lines hold no loop (operands that do are calls)."""
+        if not isinstance(node, Logic):
+            return [f"_outcome = {self.expression(node, function)}"]
+        deciding = "True" if node.operator == "||" else "False"
+        if deciding == skip:
+            return self.logic(node, function, lambda value: (
+                ["continue"] if value == skip else [f"_outcome = {value}"]))
+        return ["while True:", *(f"    {line}" for line in self.logic(
+            node, function, lambda value: [f"_outcome = {value}", "break"]))]
 
     def bind(self, node: Bind, function: _Function) -> list[str]:
         init = self.expression(node.init, function)
@@ -482,6 +502,10 @@ class _Generator:
         name = f"_k{next(self.constant_numbers)}{self.suffix}"
         self.namespace[name] = value
         return name
+
+
+def _returns(value: str) -> list[str]:
+    return [f"return {value}"]
 
 
 def _metered(root: Node) -> bool:
