@@ -110,6 +110,21 @@ if TYPE_CHECKING:  # for type checkers only; ``__getattr__`` imports at run time
     from callgate_rules.integrations.formats import (
         tool_result_text as tool_result_text,
     )
+    from callgate_rules.intent import (
+        BoundIntent as BoundIntent,
+    )
+    from callgate_rules.intent import (
+        IntentError as IntentError,
+    )
+    from callgate_rules.intent import (
+        RunIntent as RunIntent,
+    )
+    from callgate_rules.intent import (
+        compile_intent as compile_intent,
+    )
+    from callgate_rules.intent.drafting import (
+        draft_intent as draft_intent,
+    )
     from callgate_rules.pipeline.asynchronous import (
         AsyncGate as AsyncGate,
     )
@@ -142,6 +157,9 @@ if TYPE_CHECKING:  # for type checkers only; ``__getattr__`` imports at run time
     )
     from callgate_rules.pipeline.gate import (
         Gate as Gate,
+    )
+    from callgate_rules.pipeline.intents import (
+        IntentWidened as IntentWidened,
     )
     from callgate_rules.pipeline.preview import (
         Preview as Preview,
@@ -195,6 +213,10 @@ _EXPORTED_FROM = {
                     "callgate_rules.pipeline.execute"),
     "AsyncGate": "callgate_rules.pipeline.asynchronous",
     "Gate": "callgate_rules.pipeline.gate",
+    **dict.fromkeys(("BoundIntent", "IntentError", "RunIntent", "compile_intent"),
+                    "callgate_rules.intent"),
+    "draft_intent": "callgate_rules.intent.drafting",
+    "IntentWidened": "callgate_rules.pipeline.intents",
     **dict.fromkeys(("Preview", "approve"), "callgate_rules.pipeline.preview"),
     "Run": "callgate_rules.pipeline.budgets",
     "open_store": "callgate_rules.store",

@@ -41,7 +41,7 @@ from callgate_rules.cel.parser import (
 # What a definition may not be called: the variables every rule reads, and the macros.
 RESERVED = frozenset({
     "args", "actor", "session", "now", "tool", "provenance", "history", "record", "result",
-    "origins", "reads",
+    "origins", "reads", "intent",
     "has", "all", "exists", "exists_one", "existsOne", "map", "filter", "cel",
     "true", "false", "null", "in",
 })

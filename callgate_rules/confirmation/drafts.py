@@ -64,6 +64,7 @@ from callgate_rules.confirmation.evidence import (
     requests_of,
     sources_of,
 )
+from callgate_rules.intent.model import INTENT_RULE
 from callgate_rules.masking import MASK
 from callgate_rules.visible_text import (
     BIDI,
@@ -247,7 +248,19 @@ def draft_of(contract: Contract, variables: Mapping[str, Any],
     return Draft(contract.name, summary.shown, tuple(rows),
                  held_by(contract, variables, rule, user_message), requests, left_out,
                  summary_warnings,
-                 tuple(shown(line) for found in warned.values() for line in found))
+                 tuple(shown(line) for found in warned.values() for line in found)
+                 + intent_notes(variables, rule, mask))
+
+
+def intent_notes(variables: Mapping[str, Any], rule: str | None,
+                 mask: Masker) -> tuple[str, ...]:
+    """What of the run's intent the call leaves (``pipeline.intents``), a note each, when
+    another rule held it (the intent's own hold says so in ``held_by``)."""
+    intent = variables.get("intent")
+    if rule == INTENT_RULE or not isinstance(intent, Mapping) or not intent.get("leaves"):
+        return ()
+    return tuple(shown(mask(f"Beyond what was asked at the start of the run: {part}."))
+                 for part in intent["leaves"])
 
 
 def from_arguments(tool: str, arguments: Mapping[str, Any]) -> Draft:

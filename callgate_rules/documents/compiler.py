@@ -75,9 +75,13 @@ __all__ = [
 ]
 
 KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions")
+# Where a RoutingTable may send a call outside its run's intent (``spec.intent.outside``):
+# a person, a refusal, a question, another step; "rules": the rules decide.
+INTENT_OUTSIDE = ("await_confirmation", "refuse", "clarify", "review", "replan", "rules")
 # Documents that live beside the policies but are not part of the gate: PolicyTests are
-# read by `callgate test`, PolicyAssertions by `callgate analyze check`.
-OTHER_KINDS = ("PolicyTest", "PolicyAssertion")
+# read by `callgate test`, PolicyAssertions by `callgate analyze check`; a RunIntent is
+# declared for one run (``Gate.declare_intent``), an example of one may sit beside them.
+OTHER_KINDS = ("PolicyTest", "PolicyAssertion", "RunIntent")
 
 
 @dataclass(frozen=True)
@@ -383,10 +387,28 @@ class _Compiler(ContractCompiler):
         self.routing = build_routing(source.data["spec"], ref)
         self.routing_source = source
 
+    def _check_intent_tools(self) -> None:
+        """Every tool the RoutingTable requires an intent for is a tool of the gate, and a
+        call outside an intent goes where a call can wait or stop."""
+        source, routing = self.routing_source, self.routing
+        if source is None or routing is None or routing.intent is None:
+            return
+        if routing.intent.outside not in INTENT_OUTSIDE:
+            self.error(source, ("spec", "intent", "outside"), "schema",
+                       f"spec.intent.outside: {routing.intent.outside!r} cannot be where a "
+                       f"call outside its run's intent goes; use one of: "
+                       f"{', '.join(INTENT_OUTSIDE)}")
+        for index, tool in enumerate(source.data["spec"]["intent"].get("required", ())):
+            if tool != "*" and tool not in self.contracts:
+                self.error(source, ("spec", "intent", "required", index), "unknown-tool",
+                           f"spec.intent.required[{index}]: no tool named {tool!r}; the "
+                           f"tools are: {', '.join(sorted(self.contracts))}")
+
     # -- the end
 
     def finish(self) -> GateConfig | None:
         self.findings.extend(self.shared.unused(self.shared.definitions.used))
+        self._check_intent_tools()
         if any(f.severity == "error" for f in self.findings):
             return None
         actor_validator = (

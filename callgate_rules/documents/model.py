@@ -415,6 +415,19 @@ class MessagePair:
 
 
 @dataclass(frozen=True)
+class IntentRouting:
+    """A RoutingTable's ``spec.intent``: run intents are read, and where a call outside its
+    run's intent goes (``outside``: a route, or ``"rules"``: the rules decide, reading
+    ``intent``); ``required``: the tools a run must have an intent for (``"*"``: all)."""
+
+    outside: str = "await_confirmation"
+    required: frozenset[str] = frozenset()
+
+    def requires(self, tool: str) -> bool:
+        return tool in self.required or "*" in self.required
+
+
+@dataclass(frozen=True)
 class Routing:
     routes: Mapping[ErrorClass, Route]
     messages: Mapping[ErrorClass, MessagePair]
@@ -427,6 +440,7 @@ class Routing:
     retention_seconds: float
     document: DocumentRef | None  # None: the built-in defaults
     provenance: Thresholds = Thresholds()
+    intent: IntentRouting | None = None  # None: run intents are off
 
     def route_for(self, error_class: ErrorClass) -> Route:
         return self.routes[error_class]

@@ -14,6 +14,7 @@ from callgate_rules.documents.model import (
     Budgets,
     DocumentRef,
     InputLimits,
+    IntentRouting,
     LimitPath,
     MessagePair,
     Routing,
@@ -43,6 +44,9 @@ def build_routing(spec: Mapping[str, Any], ref: DocumentRef | None) -> Routing:
         retention_seconds=parse_duration(receipts.get("retention", "720h")),
         document=ref,
         provenance=_thresholds(spec.get("provenance", {})),
+        intent=None if "intent" not in spec else IntentRouting(
+            outside=spec["intent"].get("outside", "await_confirmation"),
+            required=frozenset(spec["intent"].get("required", ()))),
     )
 
 

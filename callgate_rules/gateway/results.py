@@ -9,6 +9,10 @@ Read from the client's ``tools/call`` ``_meta``:
 - ``callgate/run_id`` — the agent run this call belongs to (an HTTP client may send the
   ``Callgate-Run-Id`` header instead, for every call of its connection). Gateway instances
   on one shared store see one ``history`` for it; see ``server``'s docstring.
+- ``callgate/intent`` — the run's intent (``callgate_rules.intent``: a RunIntent document or
+  its spec), for a call that names its run: declared before the call is decided (the
+  first time, before the run decided anything), then only narrowed; sending the same
+  intent with every call changes nothing. A call outside it waits for a person.
 - ``callgate/conversation`` — the conversation that led to the call (an OpenAI Chat
   Completions or Responses message list, or an Anthropic ``{"system", "messages"}``), from
   which the ``provenance`` of every argument is worked out. Absent, every value's origin
@@ -41,6 +45,7 @@ REQUEST_ID_META = "callgate/request_id"
 RUN_ID_META = "callgate/run_id"
 RUN_ID_HEADER = "callgate-run-id"
 CONVERSATION_META = "callgate/conversation"
+INTENT_META = "callgate/intent"
 ROUTE_META = "callgate/route"
 ERROR_CLASS_META = "callgate/error_class"
 REFERENCE_META = "callgate/confirmation_reference"

@@ -65,13 +65,14 @@ from mcp.server.stdio import stdio_server
 from callgate_rules.canonical import operation_keys
 from callgate_rules.decision_log import CHECKPOINT_EVERY, DecisionLog, open_decision_log
 from callgate_rules.documents.compiler import load
-from callgate_rules.errors import CallgateError
+from callgate_rules.errors import CallgateError, StoreError
 from callgate_rules.gateway import binding, reload
 from callgate_rules.gateway.combined import Reachable, supervised_all
 from callgate_rules.gateway.confirm import unseal
 from callgate_rules.gateway.passthrough import PassedThrough, PassThrough
 from callgate_rules.gateway.results import (
     CONVERSATION_META,
+    INTENT_META,
     REQUEST_ID_META,
     RUN_ID_HEADER,
     RUN_ID_META,
@@ -86,6 +87,7 @@ from callgate_rules.gateway.upstream import (
     supervised,
 )
 from callgate_rules.integrations.identity import BearerAuth, Identity, TokenVerifier, identity_of
+from callgate_rules.intent import IntentError
 from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.gate import Gate
@@ -325,6 +327,10 @@ class Gateway:
                 f"{params.name} was not run: the call names its run ({RUN_ID_META} or the "
                 f"Callgate-Run-Id header) with a value that is not a name of 1 to "
                 f"{RUN_NAME_LIMIT} characters; send a string of that length, or none.", {})
+        if meta.get(INTENT_META) is not None:
+            refused = await self.declared(serving.gate, params, identity, run_name, meta)
+            if refused is not None:
+                return refused
         decision = await self.decide(params, identity, request_id, meta.get(CONVERSATION_META),
                                      None if run_name is None else
                                      f"mcp:{self.caller_digest(identity)}:run:{run_name}",
@@ -336,6 +342,28 @@ class Gateway:
                 return settled
             decision = settled
         return result_of(decision)
+
+    async def declared(self, gate: Gate, params: types.CallToolRequestParams,
+                       identity: Identity, run_name: str | None,
+                       meta: Mapping[str, Any]) -> types.CallToolResult | None:
+        """Declare (or narrow to) the intent a call carries, on its named run; the error
+        result when it cannot be (no run named, an intent that is not valid or widens)."""
+        if run_name is None:
+            return error_result(
+                f"{params.name} was not run: {INTENT_META} bounds a run, and the call names "
+                f"none; send {RUN_ID_META} (or the Callgate-Run-Id header) with it.", {})
+        run_id = f"mcp:{self.caller_digest(identity)}:run:{run_name}"
+        try:
+            await anyio.to_thread.run_sync(partial(
+                gate.declare_intent, run_id, meta[INTENT_META],
+                declared_by=f"MCP client {identity.principal}",
+                conversation=meta.get(CONVERSATION_META)))
+        except IntentError as error:
+            return error_result(f"{params.name} was not run: {error}", {})
+        except StoreError:
+            return error_result(f"{params.name} was not run: the receipt store is "
+                                "unavailable right now; try again shortly.", {})
+        return None
 
     async def decide(self, params: types.CallToolRequestParams, identity: Identity,
                      request_id: str, conversation: Any, run_id: str | None = None, *,

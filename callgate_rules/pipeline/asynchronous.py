@@ -1,5 +1,5 @@
 """The gate for async hosts: ``AsyncGate`` with ``acheck``, ``ahandle``, ``aconfirm``,
-``apreview`` and ``aapprove``.
+``apreview``, ``aapprove``, ``adeclare_intent`` and ``aintent_of``.
 
 One definition of the behaviour, not a copy: ``AsyncGate`` holds a ``Gate`` and drives its
 one synchronous pipeline — every step, the write machine, the receipt store, the routes — in
@@ -30,6 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import GateConfig
+from callgate_rules.intent import BoundIntent, IntentSource
 from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.execute import DeadlineKeeping, keeps_deadline
@@ -174,6 +175,17 @@ class AsyncGate:
         return await self._run(approve, self.gate, model_output, token, actor=actor,
                                request_id=request_id, confirmed_by=confirmed_by, run=run,
                                session=session, conversation=conversation)
+
+    async def adeclare_intent(self, run: Run | str, intent: IntentSource, *, declared_by: str,
+                              now: datetime | None = None,
+                              conversation: Any = None) -> BoundIntent:
+        """``Gate.declare_intent``, awaited."""
+        return await self._run(self.gate.declare_intent, run, intent, declared_by=declared_by,
+                               now=now, conversation=conversation)
+
+    async def aintent_of(self, run: Run | str) -> BoundIntent | None:
+        """``Gate.intent_of``, awaited (it reads the store)."""
+        return await self._run(self.gate.intent_of, run)
 
     # -- closing: the synchronous gate's rule (``Gate.close``), from sync or async code ----
 

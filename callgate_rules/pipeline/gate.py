@@ -28,7 +28,7 @@ from callgate_rules.decision_log import DecisionLog
 from callgate_rules.documents.compiler import load
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import ConfirmationError, StoreError
-from callgate_rules.pipeline import parse, propose
+from callgate_rules.pipeline import intents, parse, propose
 from callgate_rules.pipeline.approvals import record_approval
 from callgate_rules.pipeline.budgets import Run, goes_on
 from callgate_rules.pipeline.decision import Decision, RawTraceEntry
@@ -51,12 +51,13 @@ from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.pipeline.plan import Plans, ToolPlan
 from callgate_rules.pipeline.preview import Preview, previewed
 from callgate_rules.pipeline.progress import Progress
+from callgate_rules.pipeline.run_state import KeepsRuns
 from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.store import open_store
 from callgate_rules.store.base import Receipt, ReceiptState, ReceiptStore
-from callgate_rules.store.history import HistoryEntry, MemoryHistory, RunHistory
+from callgate_rules.store.history import HistoryEntry
 from callgate_rules.taxonomy import ErrorClass, Route
 
 Clock = Callable[[], datetime]
@@ -115,7 +116,7 @@ def opened(store: ReceiptStore | str | None) -> tuple[ReceiptStore | None, bool]
         store is None or isinstance(store, str))
 
 
-class Gate(ClosesItsStore):
+class Gate(ClosesItsStore, KeepsRuns):
     """A compiled configuration bound to the host's resolvers, executors, store and clock."""
 
     def __init__(
@@ -163,9 +164,6 @@ class Gate(ClosesItsStore):
         self._plans_of_config = Plans(config)
         self.history_retention = history_retention
         self.run_lease_wait = run_lease_wait
-        # where histories are kept, for the store it was worked out for (an isinstance of a
-        # protocol costs as much as a small decision: asked once per store, not per call)
-        self._histories: tuple[object, RunHistory] | None = None
 
     @property
     def abandoned_lookups(self) -> AbandonedLookups:
@@ -192,16 +190,6 @@ class Gate(ClosesItsStore):
             self._store = open_store(os.environ.get("CALLGATE_STORE",
                                                     "sqlite:///callgate.sqlite3"))
         return self._store
-
-    @property
-    def histories(self) -> RunHistory:
-        """Where runs' histories are kept: the receipt store, when it keeps them; else the
-        gate's own memory."""
-        store = self.store
-        if self._histories is None or self._histories[0] is not store:
-            kept = store if isinstance(store, RunHistory) else MemoryHistory()
-            self._histories = (store, kept)
-        return self._histories[1]
 
     @classmethod
     def from_paths(cls, *paths: str | Path, **bindings: Any) -> Gate:
@@ -277,8 +265,12 @@ class Gate(ClosesItsStore):
             if plan.reads_history:  # the run so far (and its approvals), for the rules
                 read_run(self, contract, run, history, now,
                          hold=hold, variables=progress.variables)
-            outcome = plan.decide(  # 3 VALIDATE, 4 AUTHORIZE: the tool's plan
-                call.arguments, actor, now, self.resolvers, progress)
+            judged = intents.NOT_JUDGED if config.routing.intent is None else intents.judgement(
+                self, plan, call.arguments, run=run, history=history, hold=hold, now=now,
+                variables=progress.variables)
+            # 3 VALIDATE, 4 AUTHORIZE: the tool's plan, then within what the user asked
+            outcome = judged.routed(plan.decide(call.arguments, actor, now, self.resolvers,
+                                                progress))
         except Rejection as raised:
             # Its messages are rendered when first read and keep it until then; its
             # traceback would keep every frame of the steps with it.
@@ -392,7 +384,7 @@ class Gate(ClosesItsStore):
         assert contract is not None and progress.call is not None
         router, operation = self.plans.router, None
         try:
-            if not contract.is_write:
+            if not contract.is_write and decision.error_class is None:
                 ending = read(contract, self._executor(contract), progress.call.arguments,
                               actor, records(contract, progress.variables),
                               routing=self.config.routing, store=self.store,

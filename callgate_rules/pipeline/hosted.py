@@ -57,7 +57,7 @@ from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.endings import Ending
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
-from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result
+from callgate_rules.pipeline.history import entry_of, kept_in_history, kept_result, run_history_now
 from callgate_rules.pipeline.machine import HOST_STEPS, State, WriteMachine, store_failed
 from callgate_rules.pipeline.progress import Progress
 from callgate_rules.pipeline.runs import run_from_history
@@ -145,17 +145,34 @@ class HostedWrites:
         and the proposal joins its history."""
         decision, progress = self._checked(model_output, actor, request_id, session=session,
                                            conversation=conversation, now=now, run_id=run_id)
+        return self.decided(decision, progress, actor=actor, request_id=request_id,
+                            run_id=run_id)
+
+    def decided(self, decision: Decision, progress: Progress, *, actor: Mapping[str, Any],
+                request_id: str, run_id: str | None = None) -> Decision:
+        """The rest of ``decide`` once steps 1–4 and the route are done (``Gate.decide_steps``,
+        outside a named run): an allowed write's operation ID, or its hold (``holds``), the
+        run's history, the record. The decision service runs the steps on its event loop
+        and finishes here, in a worker thread only when the store is written."""
         contract = progress.contract
         if goes_on(decision) and contract is not None and contract.is_write:
             decision = self._write_decided(decision, progress, actor, request_id)
         return self._record(self._remembered(decision, progress, run_id, request_id))
+
+    @staticmethod
+    def holds(decision: Decision, progress: Progress) -> bool:
+        """Whether ``decided`` holds the write for a person, reading and writing the store:
+        outside a named run, the only part of a decision that does."""
+        contract = progress.contract
+        return (goes_on(decision) and contract is not None and contract.is_write and
+                decision.error_class == ErrorClass.CONFIRMATION_REQUIRED)
 
     def _write_decided(self, decision: Decision, progress: Progress,
                        actor: Mapping[str, Any], request_id: str) -> Decision:
         """An allowed write with its operation ID, or held for a person."""
         try:
             machine = self.gate.write_machine(progress, actor, request_id)
-            if decision.error_class == ErrorClass.CONFIRMATION_REQUIRED:
+            if self.holds(decision, progress):
                 # never another actor's held write: no token for it, no hold over it (an
                 # allowed write's ID alone says nothing; its claim checks the same)
                 self._not_anothers(machine.operation.operation_id, actor, request_id)
@@ -313,8 +330,9 @@ class HostedWrites:
             return gate.decide_steps(model_output, actor, now, request_id=request_id,
                                      session=session, conversation=conversation)
         try:
-            run: Run | None = run_from_history(run_id, gate.histories.run_history(
-                run_id, since=now - gate.history_retention), now)
+            # through this process's view of the run: only what changed since is read
+            run: Run | None = run_from_history(run_id, run_history_now(
+                gate.histories, run_id, now - gate.history_retention)[0], now)
         except StoreError as error:  # the run's budgets must not be judged on a guess
             run, unread = None, error
         decision, progress = gate.decide_steps(model_output, actor, now, request_id=request_id,

@@ -78,7 +78,7 @@ class ToolPlan:
     tool's first call, so that no decision works it out again."""
 
     __slots__ = ("contract", "rules", "may_see", "example", "versions", "parsed", "passed",
-                 "reads_provenance", "reads_history", "source", "decide", "steps")
+                 "reads_provenance", "reads_history", "reads_intent", "source", "decide", "steps")
 
     def __init__(self, config: GateConfig, contract: Contract) -> None:
         self.contract = contract
@@ -96,6 +96,8 @@ class ToolPlan:
         # The run's history is read from the store only for a tool whose rules read it.
         # (and the approvals it holds for one that declares approval_covers)
         self.reads_history = "history" in read or approvals.declares_covering(contract)
+        # The run's intent is judged before the rules only for a tool whose rules read it.
+        self.reads_intent = "intent" in read
         writer = _Writer()
         # ``origins`` and ``reads`` (which read each value came from, with its labels) only
         # for a tool whose rules read them
@@ -131,11 +133,12 @@ class Plans:
 
     @property
     def records_history(self) -> bool:
-        """Whether any expression of the configuration reads ``history``, or any question
-        declares ``approval_covers``: if none does, a run's history is not kept (worked out
-        on first use)."""
+        """Whether any expression of the configuration reads ``history``, any question
+        declares ``approval_covers``, or run intents are on (their counts and totals, and
+        a first intent's "nothing decided yet"): if none, a run's history is not kept
+        (worked out on first use)."""
         if self._records_history is None:
-            self._records_history = any(
+            self._records_history = self.config.routing.intent is not None or any(
                 "history" in variables_read(contract, authorize.ToolRules.of(
                     self.config.policies, name)) or approvals.declares_covering(contract)
                 for name, contract in self.config.contracts.items())

@@ -19,20 +19,31 @@ driver's text (those go to the log).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import jwt
 from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import JSONResponse, Response
 
-from callgate_rules.integrations.identity import ASGIApp, BearerAuth, Receive, Scope, Send
+from callgate_rules.integrations.identity import (
+    ASGIApp,
+    BearerAuth,
+    Identity,
+    Receive,
+    Scope,
+    Send,
+    TokenVerifier,
+)
 from callgate_rules.pipeline.hosted import Observer
 from callgate_rules.server.api import api_router
+from callgate_rules.server.intents_api import intents_router
 from callgate_rules.server.page import page_router
 from callgate_rules.server.problems import RequestLimits, install_handlers
 from callgate_rules.server.service import Service, ServiceSettings
@@ -44,7 +55,9 @@ API_VERSION = "1"
 
 def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = ()) -> ASGIApp:
     """The whole service for ``settings``; loads the documents and opens the store now, so
-    a bad configuration fails at start."""
+    a bad configuration fails at start. ``observers`` see every decision, in the thread
+    that made it: for ``/v1/decide`` outside a run, the event loop's (they must not
+    block)."""
     service = Service(settings, observers=(*observers, *_exporters(settings.otel)))
 
     @asynccontextmanager
@@ -64,6 +77,7 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
     app.state.service = service
     install_handlers(app)
     app.include_router(api_router(service))
+    app.include_router(intents_router(service))
     app.include_router(page_router(service))
     app.openapi = _exact_openapi(app, service)  # type: ignore[method-assign]
 
@@ -96,7 +110,7 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
 
     guarded: ASGIApp = app
     if settings.verifier is not None:
-        guarded = ApiAuth(app, BearerAuth(app, settings.verifier))
+        guarded = ApiAuth(app, BearerAuth(app, RememberedTokens.of(settings.verifier)))
     return RequestLimits(guarded, settings.max_body_bytes, settings.request_timeout,
                          body_timeout=settings.body_timeout,
                          per_client=settings.client_concurrency)
@@ -136,6 +150,41 @@ class ApiAuth:
             await self.authenticated(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+REMEMBERED_TOKENS = 1024  # at most; past it, all are forgotten at once
+REMEMBERED_WITHOUT_EXPIRY = 300.0  # seconds, for a token with no ``exp`` (when allowed)
+
+
+@dataclass(frozen=True)
+class RememberedTokens(TokenVerifier):
+    """A ``TokenVerifier`` that remembers each token it verified, by its exact text, until
+    the token expires (``exp`` and the leeway, as verifying it says): a host sends the same
+    token with every request, and verifying it again (base64, JSON, the signature, the
+    claims) cost more than the decision it guards. Only a token that verified is
+    remembered. The keys are read once, at start, so a token that verified stays valid
+    until it expires; no other claim can lapse before (``nbf`` and ``iat`` were checked)."""
+
+    remembered: dict[str, tuple[float, Identity]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, verifier: TokenVerifier) -> RememberedTokens:
+        return cls(**{each.name: getattr(verifier, each.name) for each in fields(verifier)})
+
+    def verify(self, token: str) -> Identity:
+        now = time.time()
+        known = self.remembered.get(token)
+        if known is not None and now < known[0]:
+            return known[1]
+        identity = super().verify(token)
+        expiry = jwt.decode(token, options={"verify_signature": False}).get("exp")
+        until = (float(expiry) + self.leeway if isinstance(expiry, int | float)
+                 else now + REMEMBERED_WITHOUT_EXPIRY)
+        if len(self.remembered) >= REMEMBERED_TOKENS:
+            self.remembered.clear()
+        self.remembered[token] = (until, identity)
+        return identity
 
 
 def _exporters(otel: str | None) -> tuple[Observer, ...]:

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
 from callgate_rules.errors import (
     ConfirmationError,
@@ -48,6 +49,17 @@ class Problem(Exception):
                  errors: Iterable[Mapping[str, str]] = ()) -> None:
         super().__init__(detail)
         self.status, self.title, self.detail, self.errors = status, title, detail, list(errors)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the application serves at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        served = getattr(route, "methods", None) or ()
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+               for method in served):
+            methods |= set(served)
+    return sorted(methods)
 
 
 def problem_body(status: int, title: str, detail: str,
@@ -116,9 +128,14 @@ def install_handlers(app: FastAPI) -> None:
 
     async def http(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
-        # Starlette's 405 carries ``Allow`` (RFC 9110 §15.5.6); every header it sets is kept.
+        # Starlette's 405 carries ``Allow`` (RFC 9110 §15.5.6); every header it sets is kept,
+        # but it names the methods of the first route of the path only: a path served by two
+        # routes (GET and PUT of a run's intent) gets both.
+        headers = error.headers
+        if error.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
         return problem_response(error.status_code, str(error.detail), str(error.detail),
-                                headers=error.headers)
+                                headers=headers)
 
     async def callgate(request: Request, error: Exception) -> Response:
         status, title = _status_of(error)
@@ -296,6 +313,11 @@ def strict_json(body: bytes) -> Any:
                       "cannot start a character); send JSON as UTF-8",
                       [{"field": "body", "message": "not UTF-8"}]) from None
     try:
+        if "\\ud" not in text and "\\uD" not in text:  # only an escape makes a lone surrogate
+            try:
+                return json.loads(text, object_pairs_hook=_unique)
+            except _Repeated:
+                pass  # read again below, which names the key and where it repeats
         parsed = json.loads(text, object_pairs_hook=_Members)
         return _checked(parsed, "body")
     except json.JSONDecodeError as error:
@@ -305,6 +327,19 @@ def strict_json(body: bytes) -> Any:
     except RecursionError:
         raise Problem(400, "Malformed JSON", "the request body nests too deeply",
                       [{"field": "body", "message": "nested too deeply"}]) from None
+
+
+class _Repeated(Exception):
+    """An object of the body repeats a key (``_unique``)."""
+
+
+def _unique(members: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members as a dict, once no key repeats: the quick reading of a body that
+    holds no ``\\ud...`` escape (UTF-8 text itself cannot carry a lone surrogate)."""
+    found = dict(members)
+    if len(found) != len(members):
+        raise _Repeated
+    return found
 
 
 def _checked(value: Any, where: str) -> Any:

@@ -38,6 +38,7 @@ from callgate_rules.store.base import (
     stored_json,
 )
 from callgate_rules.store.history import MemoryHistory
+from callgate_rules.store.intents import MemoryIntents
 from callgate_rules.store.scoping import Scope
 from callgate_rules.store.sessions import MemorySessions
 
@@ -64,11 +65,12 @@ def _detached(receipt: Receipt) -> Receipt:
     )
 
 
-class MemoryStore(MemoryHistory, MemorySessions, ClosesOnExit):
+class MemoryStore(MemoryHistory, MemoryIntents, MemorySessions, ClosesOnExit):
     """A ``ReceiptStore`` that lives and dies with the process."""
 
     def __init__(self) -> None:
         MemoryHistory.__init__(self)
+        MemoryIntents.__init__(self)
         MemorySessions.__init__(self)
         self.url = "memory:"
         self._lock = threading.Lock()

@@ -25,9 +25,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import msgspec
+
 from callgate_rules.errors import StoreConfigError
 from callgate_rules.store.base import as_utc, read_stored_json
-from callgate_rules.store.history import POSTGRES_LEASES, POSTGRES_TABLE, HistoryStatements
+from callgate_rules.store.history import (
+    POSTGRES_CHANGES,
+    POSTGRES_LEASES,
+    POSTGRES_TABLE,
+    HistoryStatements,
+)
+from callgate_rules.store.intents import POSTGRES_INTENTS, IntentStatements
 from callgate_rules.store.sessions import POSTGRES_SESSIONS, SessionStatements
 from callgate_rules.store.sql import SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
@@ -106,6 +114,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # the hash of the decision log line of the decision that executed a write: nullable and
     # without a default, so adding it rewrites no row and existing receipts read None
     (5, ["ALTER TABLE callgate_receipts ADD COLUMN log_line text"]),
+    (6, POSTGRES_INTENTS),  # run intents (store.intents)
+    (7, POSTGRES_CHANGES),  # each history row's mark of its last change (store.history)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -151,7 +161,7 @@ TAKE_OLDEST_OPEN_REVIEW = render(
 MIGRATION_LOCK_KEY = 0x6361_6C6C  # "call"
 
 DATA_TABLES = ("callgate_receipts", "callgate_reviews", "callgate_run_history",
-               "callgate_run_leases")
+               "callgate_run_leases", "callgate_run_intents")
 REQUIRED_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -183,6 +193,7 @@ class PostgresStore(SqlReceiptStore):
 
     _sql = Statements(POSTGRES)
     _history_sql = HistoryStatements.of(POSTGRES)
+    _intent_sql = IntentStatements.of(POSTGRES)
     _dialect = POSTGRES
     _sessions_sql = SessionStatements.of(POSTGRES)
     _payload_actor = "(callgate_reviews.payload -> 'actor')"
@@ -403,12 +414,14 @@ class PostgresStore(SqlReceiptStore):
 
     def _check_privileges(self, connection: Connection[Any]) -> None:
         # Tables may exist already (created by an owner role), so migrating proves nothing
-        # about what this role may do with them.
+        # about what this role may do with them. Only the tables the schema's migrations
+        # made are asked about (a schema held at an older version has fewer).
         missing = connection.execute(
             """
             SELECT table_name, privilege
             FROM unnest(%s::text[]) AS table_name, unnest(%s::text[]) AS privilege
-            WHERE NOT has_table_privilege(table_name, privilege)
+            WHERE to_regclass(table_name) IS NOT NULL
+              AND NOT has_table_privilege(table_name, privilege)
             ORDER BY table_name, privilege
             """,
             (list(DATA_TABLES), list(REQUIRED_PRIVILEGES)),
@@ -434,15 +447,28 @@ def as_jsonb_gives_back(text: str, read: Any) -> Any:
     plain notation (``1e+23`` as ``100000000000000000000000``, an integer once read), and a
     negative zero as zero (numeric has no sign for it: ``-0.0`` as ``0.0``). (Keys may come
     back in another order: jsonb orders them by length; a dict's order decides no
-    comparison.)"""
-    if _RESPELLED.search(text) is None:  # nearly always: nothing to respell
-        return read
-    return json.loads(text, parse_float=_jsonb_number)
+    comparison.)
+
+    Only a float can be written so (neither msgspec nor ``json`` writes an integer with an
+    exponent or a sign on zero): a text without one, nearly every text, is given back as
+    read. Reading its numbers again to learn that costs about a sixth of what searching
+    the whole text with a pattern did (strings are passed over)."""
+    try:
+        _find_respelled(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeError):  # one (or not msgspec's)
+        return json.loads(text, parse_float=_jsonb_number)
+    return read
 
 
-# An exponent, or what may be a negative zero (``-0.5`` too); either may match inside a
-# string, which is then read the slow way, to the same values.
-_RESPELLED = re.compile(r"[0-9][eE][-+]?[0-9]|-0\.")
+def _respelled(literal: str) -> float:
+    """Raises for a float literal that jsonb may respell: an exponent, or what may be a
+    negative zero (``-0.5`` too, which is then read the slow way, to the same value)."""
+    if "e" in literal or "E" in literal or literal.startswith("-0"):
+        raise ValueError(f"jsonb respells {literal}")
+    return 0.0  # only whether one is there is asked
+
+
+_find_respelled = msgspec.json.Decoder(float_hook=_respelled).decode
 
 
 def _jsonb_number(literal: str) -> int | float:

@@ -60,6 +60,7 @@ from callgate_rules.store.base import (
 )
 from callgate_rules.store.driver_errors import DriverErrors as DriverErrors  # dialects use it
 from callgate_rules.store.history import HistoryStatements
+from callgate_rules.store.intents import SqlRunIntents
 from callgate_rules.store.rows import Rows
 from callgate_rules.store.scoping import Scope, scope_predicate
 from callgate_rules.store.sessions import SessionStatements
@@ -94,7 +95,7 @@ VANISHED_RETRIES = 3
 HELD_LIMIT = 4096
 
 
-class SqlReceiptStore(SqlRunHistory, ClosesOnExit, ABC):
+class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     """A ``ReceiptStore`` in an SQL database; subclasses bring the dialect and connections."""
 
     url: str

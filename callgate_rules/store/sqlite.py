@@ -27,7 +27,13 @@ from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
 from callgate_rules.store.base import as_utc, read_stored_json
-from callgate_rules.store.history import SQLITE_LEASES, SQLITE_TABLE, HistoryStatements
+from callgate_rules.store.history import (
+    SQLITE_CHANGES,
+    SQLITE_LEASES,
+    SQLITE_TABLE,
+    HistoryStatements,
+)
+from callgate_rules.store.intents import SQLITE_INTENTS, IntentStatements
 from callgate_rules.store.sessions import SQLITE_SESSIONS, SessionStatements
 from callgate_rules.store.sql import DriverErrors, SqlReceiptStore, pending_migrations
 from callgate_rules.store.statements import Cursor, Dialect, Row, Statements, execute, render
@@ -96,6 +102,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     # the hash of the decision log line of the decision that executed a write: a column
     # without a default, so an existing file gains it at once and its receipts read None
     (5, ["ALTER TABLE callgate_receipts ADD COLUMN log_line TEXT"]),
+    (6, SQLITE_INTENTS),  # run intents (store.intents)
+    (7, SQLITE_CHANGES),  # each history row's mark of its last change (store.history)
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -175,6 +183,7 @@ class SqliteStore(SqlReceiptStore):
         SQLITE_RETURNING if sqlite3.sqlite_version_info >= RETURNING_SQLITE else SQLITE
     )
     _history_sql = HistoryStatements.of(SQLITE)
+    _intent_sql = IntentStatements.of(SQLITE)
     _dialect = SQLITE
     _sessions_sql = SessionStatements.of(SQLITE)
     _payload_actor = "json_extract(callgate_reviews.payload, '$.actor')"

@@ -26,7 +26,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "callgate_rules" / "documents" / "schemas"
-KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions", "PolicyAssertion")
+KINDS = ("ToolContract", "AccessPolicy", "RoutingTable", "Definitions", "PolicyAssertion",
+         "RunIntent")
 GENERATED_NOTE = ("<!-- Generated at build time by docs/hooks/reference.py from {source}; "
                   "edit the source, not this page. -->\n\n")
 
@@ -79,10 +80,13 @@ def _fields(node: dict[str, Any], path: str, schemas: dict[str, Any], current: s
         yield child_path, _type_of(child), name in required, child.get("description", "")
         if depth < 6:
             items = child.get("items") if child.get("type") == "array" else None
+            named = child.get("additionalProperties")  # a map by name: tools.NAME
             if isinstance(items, dict):
                 yield from _fields(items, child_path + "[]", schemas, where, depth + 1)
             elif child.get("properties"):
                 yield from _fields(child, child_path, schemas, where, depth + 1)
+            elif isinstance(named, dict) and "$ref" in named:
+                yield from _fields(named, child_path + ".NAME", schemas, where, depth + 1)
 
 
 def documents_page() -> str:

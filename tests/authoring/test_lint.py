@@ -278,7 +278,7 @@ def test_unknown_variable_is_an_error(project: Any) -> None:
     [finding] = project.run("contract.yaml")
     assert summary([finding]) == [
         ("contract.yaml", place(text, "closed_status")[0], 19, "error", "unknown-variable")]
-    assert "'closed_status' is not defined here; known: actor, args, history, now, " in finding.message
+    assert "'closed_status' is not defined here; known: actor, args, history, intent, now, " in finding.message
     assert finding.message.endswith(", ticket, tool")
 
 

@@ -44,3 +44,40 @@ def gate_bindings(simulator: Any, store: str) -> dict[str, Any]:
     from callgate_rules.harness.world import WorldResolvers
     return dict(resolvers=WorldResolvers(WORLD), executors=simulator.executors(),
                 finder=simulator.find, store=store, clock=lambda: NOW)
+
+
+# The banking example with run intents on (examples/intents): the run-intent tests.
+BANKING = REPO / "examples" / "banking"
+INTENTS = REPO / "examples" / "intents"
+HOLDER = {"id": "U-1", "role": "holder"}
+LANDLORD = "DE89370400440532013000"
+RENT = {"recipient": LANDLORD, "amount": 950, "subject": "Rent December"}
+MAIL = {"to": "someone@elsewhere.example", "subject": "Hi", "body": "Hello"}
+PAY_THE_RENT = (INTENTS / "pay-the-rent.yaml").read_text()  # allows one tool: sendMoney
+
+
+class Bank:
+    """The banking tools' destination: every write that reached it."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, dict[str, Any]]] = []
+
+    def executors(self) -> dict[str, Any]:
+        def executor(tool: str) -> Any:
+            def execute(request: Any) -> dict[str, Any]:
+                self.writes.append((tool, dict(request.arguments)))
+                return {"id": f"tx-{len(self.writes)}"}
+            return execute
+        return {tool: executor(tool) for tool in ("sendMoney", "createPayee", "sendEmail",
+                                                  "readChannel", "readInbox")}
+
+
+def banking_gate(tmp_path: Path, bank: Bank) -> Any:
+    """An ``AsyncGate`` on the banking example with run intents on, over SQLite."""
+    from callgate_rules.documents.compiler import load
+    from callgate_rules.harness.world import WorldResolvers
+    from callgate_rules.pipeline.asynchronous import AsyncGate
+    config = load([BANKING / "contracts", BANKING / "policies", INTENTS / "routing.yaml"])
+    payees = WorldResolvers({"payees": [{"id": "p1", "iban": LANDLORD, "owner": "U-1"}]})
+    return AsyncGate(config, executors=bank.executors(), resolvers=payees,
+                     store=f"sqlite:///{tmp_path}/r.sqlite3", clock=lambda: NOW)

@@ -8,6 +8,7 @@ import random
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +317,38 @@ def test_a_hanging_async_executor_times_out_and_the_loop_keeps_running(tmp_path:
     assert decision.error_class in (ErrorClass.UNKNOWN_OUTCOME, ErrorClass.BUDGET_EXHAUSTED) \
         or decision.limit_path is not None
     assert ticks >= 5  # the event loop ran on while the pipeline waited in its thread
+
+
+def test_adeclare_intent_binds_the_runs_intent_and_aintent_of_reads_it(tmp_path: Path) -> None:
+    from callgate_rules.intent import INTENT_RULE
+    from callgate_rules.pipeline.intents import IntentWidened
+    from tests.frameworks.conftest import HOLDER, MAIL, PAY_THE_RENT, RENT, Bank, banking_gate
+    bank = Bank()
+    gate = banking_gate(tmp_path, bank)
+    run = Run(started_at=datetime(2026, 11, 29, 12, tzinfo=UTC))
+
+    async def scenario() -> None:
+        assert await gate.aintent_of(run) is None
+        bound = await gate.adeclare_intent(run, PAY_THE_RENT, declared_by="planner")
+        assert (bound.version, set(bound.intent.tools)) == (1, {"sendMoney"})
+        outside = await gate.ahandle({"name": "sendEmail", "arguments": MAIL}, actor=HOLDER,
+                                     request_id="r1", run=run)
+        assert (outside.route, outside.rule) == (Route.AWAIT_CONFIRMATION, INTENT_RULE)
+        within = await gate.ahandle({"name": "sendMoney", "arguments": RENT}, actor=HOLDER,
+                                    request_id="r2", run=run)
+        assert within.route == Route.RETURN_RESULT
+        # the same intent again changes nothing and is taken; a narrower one narrows it; a
+        # wider one is refused
+        again = await gate.adeclare_intent(run.run_id, PAY_THE_RENT, declared_by="planner")
+        assert (again.version, again.intent.as_data()) == (1, bound.intent.as_data())
+        narrower = {"tools": {"sendMoney": {"calls": 1, "arguments": {
+            "recipient": {"equals": RENT["recipient"]}, "amount": {"maximum": 500}}}},
+            "totals": {"paid": {"tools": ["sendMoney"], "argument": "amount", "at_most": 500}}}
+        assert (await gate.adeclare_intent(run, narrower, declared_by="planner")).version == 2
+        with pytest.raises(IntentWidened):
+            await gate.adeclare_intent(run, PAY_THE_RENT, declared_by="planner")
+        now = await gate.aintent_of(run.run_id)
+        assert now is not None and now.version == 2
+
+    asyncio.run(scenario())
+    assert bank.writes == [("sendMoney", RENT)]

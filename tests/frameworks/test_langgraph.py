@@ -148,3 +148,49 @@ def test_the_actor_comes_from_the_config(tmp_path: Path) -> None:
                                    "actor": {**DANA, "id": "U-90", "tenant": "globex"}}}
     asyncio.run(app.ainvoke({"messages": [HumanMessage("go")]}, other))
     assert decisions[0].error_class is not None and simulator.write_count() == 0
+
+
+def test_a_turns_intent_holds_a_call_outside_it_and_runs_one_within(tmp_path: Path) -> None:
+    # The intent comes with the turn's config; the run is resumed by another node (another
+    # process: a new gate on the same store, the same checkpoints) with no intent in its
+    # config, and is still the same run, bounded by the intent the store keeps.
+    from callgate_rules.intent import INTENT_RULE
+    from tests.frameworks.conftest import HOLDER, MAIL, PAY_THE_RENT, RENT, Bank, banking_gate
+    bank, saver = Bank(), InMemorySaver()
+    decisions: list[Any] = []
+    gates: list[Any] = []
+
+    def app(script: list[AIMessage]) -> Any:
+        model = GenericFakeChatModel(messages=iter(script))
+
+        async def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await model.ainvoke(state["messages"])]}
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent)
+        gates.append(banking_gate(tmp_path, bank))
+        graph.add_node("tools", CallgateToolNode(gates[-1], on_decision=decisions.append))
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", route_tools)
+        graph.add_edge("tools", "agent")
+        return graph.compile(checkpointer=saver)
+
+    first = app([EXAMPLE.calls(("out", "sendEmail", MAIL), ("in", "sendMoney", RENT))])
+    config: Any = {"configurable": {"thread_id": "t-1", "actor": HOLDER,
+                                    "intent": PAY_THE_RENT}}
+    paused = asyncio.run(first.ainvoke({"messages": [HumanMessage("Pay the rent")]}, config))
+    [pending] = paused["__interrupt__"]  # the e-mail waits for a person
+    assert pending.value["tool"] == "sendEmail"
+    assert "goes beyond what was asked" in pending.value["draft"]
+    assert (decisions[0].route, decisions[0].rule) == ("await_confirmation", INTENT_RULE)
+    assert bank.writes == []  # nothing runs before the person answered
+    resumed: Any = {"configurable": {"thread_id": "t-1", "actor": HOLDER}}
+    state = asyncio.run(app([AIMessage(content="rent paid")]).ainvoke(
+        Command(resume={"type": "ignore"}), resumed))
+    answers = _tool_messages(state)
+    assert "not approved" in answers["out"] and answers["in"].startswith("sendMoney succeeded")
+    assert bank.writes == [("sendMoney", RENT)]  # the payment it asked for ran, once
+    # (sendMoney needs an intent, spec.intent.required: without one it would wait too)
+    first_gate, second_gate = gates
+    assert first_gate.gate.counters["intent_declared"] == 1
+    assert second_gate.gate.counters["intent_declared"] == 0
+    assert second_gate.gate.counters["intent_narrowed"] == 0

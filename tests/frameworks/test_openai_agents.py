@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,37 @@ def test_what_a_tool_returned_earlier_in_the_run_is_in_the_conversation(
     assert "Boris Ivanov" in outputs[0]["output"]
     from callgate_rules.provenance import read_conversation
     assert read_conversation(second) is not None  # a conversation the gate can read
+
+
+def test_a_turns_intent_holds_a_call_outside_it_and_runs_one_within(tmp_path: Path) -> None:
+    import yaml
+
+    from callgate_rules.intent import INTENT_RULE, compile_intent
+    from tests.frameworks.conftest import HOLDER, MAIL, PAY_THE_RENT, RENT, Bank, banking_gate
+    bank = Bank()
+    gate = banking_gate(tmp_path, bank)
+    decisions: list[Any] = []
+    callgate = CallgateTools(gate, on_decision=decisions.append)
+    script = [[EXAMPLE.call("out", "sendEmail", **MAIL), EXAMPLE.call("in", "sendMoney", **RENT)],
+              [EXAMPLE.say("rent paid")]]
+    agent = Agent(name="bank", model=EXAMPLE.ScriptedModel(script), tools=callgate.tools)
+    run_config = callgate.run_config(tracing_disabled=True)
+    intent = compile_intent(yaml.safe_load(PAY_THE_RENT), gate.gate.config)  # a RunIntent
+    turn = Turn(HOLDER, "t1", intent=intent, intent_by="planner")
+    result = asyncio.run(Runner.run(agent, "Pay my landlord the December rent", context=turn,
+                                    run_config=run_config))
+    state = result.to_state()
+    [held] = callgate.requests(state)  # the e-mail waits for a person, unsent
+    assert held.tool_name == "sendEmail"
+    assert "goes beyond what was asked" in str(callgate.draft(held))
+    [outside] = [d for d in decisions if d.tool == "sendEmail"]
+    assert (outside.route, outside.rule) == ("await_confirmation", INTENT_RULE)
+    assert bank.writes == [("sendMoney", RENT)]  # the payment it asked for ran
+    # saved and restored, rejected and resumed: the intent is not declared again
+    restored = asyncio.run(callgate.restore(agent, json.loads(json.dumps(callgate.save(state)))))
+    [held] = callgate.requests(restored)
+    callgate.reject(restored, held)
+    result = asyncio.run(Runner.run(agent, restored, run_config=run_config))
+    assert result.final_output == "rent paid" and bank.writes == [("sendMoney", RENT)]
+    bound = asyncio.run(gate.aintent_of(turn.run))
+    assert bound is not None and (bound.version, bound.declared_by) == (1, "planner")

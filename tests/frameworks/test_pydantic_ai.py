@@ -143,3 +143,54 @@ def test_an_approval_that_changes_the_arguments_runs_nothing(tmp_path: Path) -> 
                                        approvals={"e": changed})))
     assert simulator.write_count() == 0
     assert decisions[-1].error_class is not None
+
+
+def test_a_turns_intent_holds_a_call_outside_it_and_runs_one_within(tmp_path: Path) -> None:
+    # The user asked to pay the rent; the model also proposes an e-mail, in the same
+    # response (pydantic-ai runs the two calls concurrently: the intent is declared once).
+    import json
+
+    from callgate_rules.integrations.frameworks import turn_from_json, turn_to_json
+    from callgate_rules.intent import INTENT_RULE
+    from tests.frameworks.conftest import HOLDER, MAIL, PAY_THE_RENT, RENT, Bank, banking_gate
+    bank = Bank()
+    gate = banking_gate(tmp_path, bank)
+    decisions: list[Any] = []
+    script = [EXAMPLE.calls(("out", "sendEmail", MAIL), ("in", "sendMoney", RENT)),
+              ModelResponse(parts=[TextPart("rent paid")])]
+    agent = Agent(EXAMPLE.scripted(script), deps_type=Turn,
+                  output_type=[str, DeferredToolRequests],
+                  capabilities=[Callgate(gate, on_decision=decisions.append)])
+    turn = Turn(HOLDER, "t1", intent=PAY_THE_RENT)
+    result = asyncio.run(agent.run("Pay my landlord the December rent", deps=turn))
+    assert isinstance(result.output, DeferredToolRequests)
+    [held] = result.output.approvals  # the e-mail waits for a person, unsent
+    assert held.tool_call_id == "out"
+    assert "goes beyond what was asked" in result.output.metadata["out"]["draft"]
+    [outside] = [d for d in decisions if d.tool == "sendEmail"]
+    assert (outside.route, outside.rule) == ("await_confirmation", INTENT_RULE)
+    assert bank.writes == [("sendMoney", RENT)]  # the payment it asked for ran
+    bound = asyncio.run(gate.aintent_of(turn.run))
+    assert bound is not None and (bound.version, bound.declared_by) == (1, "U-1")
+    assert gate.gate.counters["intent_narrowed"] == 0
+    # resumed from JSON (another worker): the intent is not declared again
+    restored = turn_from_json(json.loads(json.dumps(turn_to_json(turn))))
+    assert restored.intent_declared and restored.run.run_id == turn.run.run_id
+    result = asyncio.run(agent.run(deps=restored, message_history=result.all_messages(),
+                                   deferred_tool_results=DeferredToolResults(
+                                       approvals={"out": False})))
+    assert result.output == "rent paid" and bank.writes == [("sendMoney", RENT)]
+    assert asyncio.run(gate.aintent_of(turn.run)).version == 1  # type: ignore[union-attr]
+
+
+def test_an_intent_the_gate_cannot_take_stops_the_run_before_any_call(tmp_path: Path) -> None:
+    # The reference configuration takes no run intents: the turn's is refused, and the
+    # call it was to bound does not run unbounded.
+    import pytest
+
+    from callgate_rules.intent import IntentError
+    agent, simulator, decisions, _ = _agent(tmp_path, [EXAMPLE.calls(("e", *EMAIL))])
+    turn = Turn(DANA, "t1", intent={"tools": {"sendEmail": {}}})
+    with pytest.raises(IntentError, match="takes no run intents"):
+        asyncio.run(agent.run("mail anna.petrova@northwind.example", deps=turn))
+    assert simulator.write_count() == 0 and decisions == [] and not turn.intent_declared

@@ -160,3 +160,36 @@ async def test_the_header_names_the_run_and_a_caller_has_runs_of_its_own(
     assert meta_of(theirs_first)["callgate/route"] == "return_result"
     assert bad.is_error and "callgate/run_id" in text_of(bad)
     assert len(upstream.notes(title)) == 3
+
+
+@pytest.mark.anyio
+async def test_an_intent_sent_in_meta_bounds_the_run_on_every_instance(
+        two_gateways: tuple[list[HttpGateway], Upstream], keys: Keys) -> None:
+    (first, second), upstream = two_gateways
+    run, title, injected = unique("run"), unique("note"), unique("injected")
+    intent = {"request": f"add a note titled {title}",
+              "tools": {"createNote": {"arguments": {"title": {"equals": title}}}}}
+    token = keys.token(CLAIMS)
+
+    async def call(opened: ClientSession, named: str, **more: Any) -> Any:
+        meta = {"callgate/request_id": unique("r"), "callgate/run_id": run, **more}
+        return await opened.call_tool("createNote", {"notebookId": "NB-1", "title": named},
+                                      meta=meta)
+
+    with anyio.fail_after(120):
+        async with session(first, token) as on_first, session(second, token) as on_second:
+            within = await call(on_first, title, **{"callgate/intent": intent})
+            outside = await call(on_second, injected)  # the other instance reads it
+            again = await call(on_second, title, **{"callgate/intent": intent})
+            widened = await call(on_first, title, **{"callgate/intent": {
+                "tools": {"createNote": {}}}})
+            unnamed = await on_first.call_tool(
+                "createNote", {"notebookId": "NB-1", "title": title},
+                meta={"callgate/intent": intent})
+    assert meta_of(within)["callgate/route"] == "return_result"
+    assert meta_of(outside)["callgate/route"] == "await_confirmation"
+    assert meta_of(again)["callgate/route"] == "return_result"  # sent again: nothing changes
+    assert widened.is_error and "can only be narrowed" in text_of(widened)
+    assert unnamed.is_error and "callgate/run_id" in text_of(unnamed)
+    assert upstream.notes(injected) == []
+    assert len(upstream.notes(title)) == 2

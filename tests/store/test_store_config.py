@@ -170,8 +170,8 @@ def test_sqlite_migrations_run_once(tmp_path: Path) -> None:
         versions = connection.execute("SELECT version FROM callgate_schema_version").fetchall()
         (journal_mode,) = connection.execute("PRAGMA journal_mode").fetchone()
     # receipts and reviews; run histories; run leases; the review page's sessions; the
-    # receipts' log line
-    assert versions == [(1,), (2,), (3,), (4,), (5,)]
+    # receipts' log line; run intents; the history rows' change marks
+    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
     assert journal_mode == "wal"
     first.close()
     second.close()
@@ -258,8 +258,9 @@ def test_postgres_migrations_run_once_and_refuse_a_newer_schema(
         versions = postgres_admin.execute(
             f'SELECT version FROM "{schema}".callgate_schema_version'
         ).fetchall()
-        # receipts, reviews; histories; leases; page sessions; the receipts' log line
-        assert versions == [(1,), (2,), (3,), (4,), (5,)]
+        # receipts, reviews; histories; leases; page sessions; the receipts' log line;
+        # run intents; the history rows' change marks
+        assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
     finally:
         first.close()
         second.close()
@@ -307,6 +308,7 @@ def test_postgres_role_without_privileges_fails_in_one_line(
         "the role lacks DELETE, INSERT, UPDATE on callgate_receipts; "
         "DELETE, INSERT, UPDATE on callgate_reviews; "
         "DELETE, INSERT, UPDATE on callgate_run_history; "
+        "DELETE, INSERT, UPDATE on callgate_run_intents; "
         "DELETE, INSERT, UPDATE on callgate_run_leases"
     )
 

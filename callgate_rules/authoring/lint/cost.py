@@ -167,7 +167,7 @@ def variable_values(compilation: Compilation, contract: Contract, fallback: Fall
         "result": Declared(contract.result_schema, "result",
                            f"the result schema of {contract.name} (spec.result)", fallback),
     }
-    for name in ("provenance", "origins", "reads", "found", "item"):
+    for name in ("provenance", "origins", "reads", "found", "item", "intent"):
         # made by callgate from the arguments and the conversation: nothing to declare
         values[name] = Declared(None, name, None, made)
     for lookup in contract.lookups:

@@ -20,7 +20,7 @@ from callgate_rules.documents.source import NodePath, SourceDocument
 from callgate_rules.errors import Location
 
 BASE_VARIABLES = frozenset({"args", "actor", "now", "tool", "session", "provenance",
-                            "history", "origins", "reads"})
+                            "history", "origins", "reads", "intent"})
 
 
 @dataclass(frozen=True)

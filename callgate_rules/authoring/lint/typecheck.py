@@ -29,6 +29,7 @@ from callgate_rules.cel.syntax import Node
 from callgate_rules.documents.compiler import Compilation, Finding
 from callgate_rules.documents.model import Contract, Lookup
 from callgate_rules.pipeline.history import HISTORY_TYPE
+from callgate_rules.pipeline.intents import INTENT_TYPE
 
 
 def check_types(compilation: Compilation) -> Iterator[Finding]:
@@ -111,6 +112,7 @@ def variable_types(compilation: Compilation, contract: Contract) -> dict[str, t.
         "session": _declared(compilation.session_schema),
         "provenance": provenance_type(arguments),
         "history": HISTORY_TYPE,  # the run so far: pipeline.history documents the shape
+        "intent": INTENT_TYPE,  # the run's intent: pipeline.intents documents the shape
         # per argument leaf, its origins; every read of the run (provenance.origins)
         "origins": t.DYN,
         "reads": t.list_of(t.DYN),

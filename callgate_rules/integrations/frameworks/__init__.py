@@ -7,19 +7,23 @@
 This package imports no framework; each adapter module imports its own. What they share is
 here: the ``Turn`` — who acts, in which user turn — that every adapter takes from the
 framework's run context (pydantic-ai's ``deps``, the Agents SDK's ``context``, LangGraph's
-``config``), never from the model, and the proposal each adapter hands the gate.
+``config``), never from the model, the run's intent it declares (``IntentDeclarations``),
+and the proposal each adapter hands the gate.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from callgate_rules.documents.model import GateConfig
 from callgate_rules.integrations.formats import from_strict_arguments
+from callgate_rules.intent import IntentSource, RunIntent
+from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.outcome import Rejection
@@ -48,7 +52,11 @@ class Turn:
     """One user turn as the gate sees it: the actor and session the application
     authenticated, and the request ID that makes a call proposed twice in this turn one
     operation. Make a new ``Turn`` (a new request ID) for every message the user sends, and
-    keep it while a paused run resumes: the resumed calls are the same operations."""
+    keep it while a paused run resumes: the resumed calls are the same operations.
+
+    ``intent`` (a ``RunIntent``, its document or spec as a mapping, or YAML text) bounds the
+    turn's run by what the user asked: the adapter declares it on ``run`` before the first
+    call it decides (``IntentDeclarations``), as ``intent_by`` (default: the approver)."""
 
     actor: Mapping[str, Any]
     request_id: str
@@ -59,6 +67,9 @@ class Turn:
     # the calls an adapter answered in this turn, with their output (Responses items): the
     # conversation provenance reads, since a framework shows a tool none of the run's items
     answered: list[dict[str, Any]] = field(default_factory=list)
+    intent: IntentSource | None = None  # what the user asked, as the run's intent
+    intent_by: str | None = None  # who declared it (default: the approver)
+    intent_declared: bool = False  # declared on ``run`` already: never declared again
 
     @property
     def approver(self) -> str:
@@ -84,6 +95,9 @@ def turn_to_json(turn: Turn) -> dict[str, Any]:
             "expires_at": held.expires_at.isoformat() if held.expires_at else None}
             for call_id, held in turn.approvals.items()},
         "answered": list(turn.answered),
+        "intent": turn.intent.as_data() if isinstance(turn.intent, RunIntent)
+        else dict(turn.intent) if isinstance(turn.intent, Mapping) else turn.intent,
+        "intent_by": turn.intent_by, "intent_declared": turn.intent_declared,
     }
 
 
@@ -104,7 +118,45 @@ def turn_from_json(data: Mapping[str, Any]) -> Turn:
             if held.get("expires_at") else None)
             for call_id, held in data.get("approvals", {}).items()},
         answered=list(data.get("answered", [])),
+        intent=data.get("intent"), intent_by=data.get("intent_by"),
+        intent_declared=bool(data.get("intent_declared", False)),
     )
+
+
+class IntentDeclarations:
+    """Each run's intent declared once by an adapter, before the run's first call is
+    decided, even when the framework decides a turn's calls concurrently: the calls that
+    come while it is being declared wait for it. A declaration the gate refuses raises its
+    ``IntentError`` in every one of them: no call runs unbounded.
+
+    The conversation is not passed to the gate: the host made the intent from the user's
+    message before the run began, and a chat's earlier turns may hold tool output that
+    this run's intent was not made from."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, asyncio.Future[None]] = {}  # by run ID, while declaring
+
+    async def declare(self, gate: AsyncGate, turn: Turn) -> None:
+        """The ``Turn``'s intent on its run, unless it has none or was declared."""
+        if turn.intent is None or turn.intent_declared:
+            return
+        intent = turn.intent
+
+        async def declare() -> None:
+            if not turn.intent_declared:
+                await gate.adeclare_intent(turn.run, intent,
+                                           declared_by=turn.intent_by or turn.approver)
+                turn.intent_declared = True
+        await self.once(turn.run.run_id, declare)
+
+    async def once(self, run_id: str, declare: Callable[[], Awaitable[None]]) -> None:
+        """``declare()``, unless one for the run is under way: then wait for that one."""
+        pending = self._pending.get(run_id)
+        if pending is None:
+            pending = asyncio.ensure_future(declare())
+            self._pending[run_id] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(run_id, None))
+        await pending
 
 
 def offered_tools(config: GateConfig, tools: Iterable[str] | None) -> list[str]:

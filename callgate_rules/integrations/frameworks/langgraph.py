@@ -38,11 +38,18 @@ another process, no ``configurable`` — acts for the same person; or from
 ``config["configurable"]["actor"]`` and ``["session"]``, which win when given and which the
 node copies into the state's ``callgate`` key once it answers. Never from the model. The
 conversation for provenance is the graph's message history.
+
+**The run's intent** — what the user asked, as a ``RunIntent``, its mapping or YAML text —
+comes from ``config["configurable"]["intent"]`` (declared by ``["intent_by"]``, default the
+actor): the node declares it on the turn's run before it previews the turn's first call,
+unless the run has one already. The run's ID is made from the request ID, so a run resumed
+in another process is the same run, judged by the intent the store keeps for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -68,13 +75,14 @@ from callgate_rules.integrations.formats import (
     tool_definitions,
     tool_result_text,
 )
-from callgate_rules.integrations.frameworks import OnDecision, proposal
+from callgate_rules.integrations.frameworks import IntentDeclarations, OnDecision, proposal
 from callgate_rules.pipeline.asynchronous import AsyncGate
 from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.preview import Preview
 
 _RUNS_KEPT = 1024  # the budgets of this many recent turns are kept per node
+_RUN_IDS = uuid.UUID("5f0c4c3e-8d0e-4f43-9d2a-63a11e0d7c1b")  # a turn's run ID: uuid5 of this
 STATE_KEY = "callgate"  # the state key that carries the actor and session
 
 
@@ -145,6 +153,8 @@ class CallgateToolNode(ToolNode):
         self.messages_key = messages_key
         self.on_decision = on_decision
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._declared: set[str] = set()  # the runs (of ``_runs``) whose intent is bound
+        self._intents = IntentDeclarations()
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -162,12 +172,14 @@ class CallgateToolNode(ToolNode):
         messages = _messages(state, self.messages_key)
         actor, session = _actor_and_session(state, config)
         request = request_id(config, messages)
+        run = self._run(request)
+        await self._declare_intent(run, config, actor)
         conversation = convert_to_openai_messages(list(messages))
         gate_config = self.gate.gate.config
         proposals = [proposal(gate_config, call.name, call.arguments, call.call_id)
                      for call in calls]
         keywords: dict[str, Any] = dict(actor=actor, request_id=request, session=session,
-                                        run=self._run(request), conversation=conversation)
+                                        run=run, conversation=conversation)
         # 1. No side effects: what every call would do, and a person's word on each write
         #    that needs one. A re-run after resume repeats only this phase.
         previews: list[Preview] = [await self.gate.apreview(each, **keywords)
@@ -231,12 +243,38 @@ class CallgateToolNode(ToolNode):
             self.on_decision(decision)
 
     def _run(self, request: str) -> Run:
-        """The turn's budgets, kept across the node's runs within the turn."""
-        run = self._runs.pop(request, None) or Run(started_at=self.gate.gate.clock())
+        """The turn's budgets, kept across the node's runs within the turn. Its ID is made
+        from the request's, the same in every process, when that names a thread and a
+        message; else (no checkpointer to resume from) it is a new one."""
+        run = self._runs.pop(request, None)
+        if run is None:
+            started_at = self.gate.gate.clock()
+            named = not request.startswith("no-thread:") and ":message-" not in request
+            run = (Run(started_at=started_at, run_id=uuid.uuid5(_RUN_IDS, request).hex)
+                   if named else Run(started_at=started_at))
         self._runs[request] = run
         while len(self._runs) > _RUNS_KEPT:
-            self._runs.popitem(last=False)
+            self._declared.discard(self._runs.popitem(last=False)[1].run_id)
         return run
+
+    async def _declare_intent(self, run: Run, config: RunnableConfig,
+                              actor: Mapping[str, Any]) -> None:
+        """Bind the configured intent to the turn's run once, before any call is decided;
+        a run that has one (declared before a resume, perhaps in another process) keeps
+        it."""
+        configurable = config.get("configurable") or {}
+        intent = configurable.get("intent")
+        if intent is None or run.run_id in self._declared:
+            return
+
+        async def declare() -> None:  # once, even for calls sent to the node concurrently
+            if run.run_id in self._declared:
+                return
+            if await self.gate.aintent_of(run) is None:
+                by = configurable.get("intent_by") or actor.get("id", "the user")
+                await self.gate.adeclare_intent(run, intent, declared_by=str(by))
+            self._declared.add(run.run_id)
+        await self._intents.once(run.run_id, declare)
 
 
 def _decided_by_the_node(**arguments: Any) -> str:

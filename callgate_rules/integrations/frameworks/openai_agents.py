@@ -23,7 +23,9 @@ checks them never drift apart — and every call goes through the gate:
 - **actor, session, request ID**: from the run's ``context`` (a ``Turn``), never the model;
   the conversation for provenance is the run's input (``context_wrapper.turn_input``) and
   every call this adapter answered since, with its output (the SDK shows a tool nothing of
-  the run's own items, so the adapter keeps them in the ``Turn``).
+  the run's own items, so the adapter keeps them in the ``Turn``);
+- **the run's intent**: the ``Turn``'s ``intent``, declared on its run before the first
+  call is previewed (``IntentDeclarations``); a saved run remembers it was declared.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from agents.run_config import ToolErrorFormatterArgs
 from callgate_rules.integrations.formats import openai_strict_schema, tool_result_text
 from callgate_rules.integrations.frameworks import (
     Approval,
+    IntentDeclarations,
     OnDecision,
     Turn,
     offered_tools,
@@ -74,6 +77,7 @@ class CallgateTools:
         self.turn = turn
         self.on_decision = on_decision
         self.names = offered_tools(gate.gate.config, tools)
+        self.intents = IntentDeclarations()  # each turn's intent, declared once
         self._drafts: dict[str, str | None] = {}  # call ID → what the approver reads
 
     @property
@@ -175,6 +179,7 @@ class CallgateTools:
         turn = self.turn(context.context)
         if call_id in turn.approvals:  # asked already: the SDK asks again on resume
             return True
+        await self.intents.declare(self.gate, turn)
         preview = await self.gate.apreview(
             proposal(self.gate.gate.config, name, arguments, call_id), actor=turn.actor,
             request_id=turn.request_id, session=turn.session, run=turn.run,
@@ -190,6 +195,7 @@ class CallgateTools:
 
     async def _invoke(self, name: str, context: Any, arguments: str) -> str:
         turn = self.turn(context.context)
+        await self.intents.declare(self.gate, turn)
         call_id = context.tool_call_id
         call = proposal(self.gate.gate.config, name, arguments, call_id)
         conversation = self._conversation(context, turn)

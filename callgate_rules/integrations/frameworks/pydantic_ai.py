@@ -19,7 +19,9 @@ every call through the gate:
   confirmed with the preview's token). A denial executes nothing;
 - **actor, session, request ID**: from ``deps`` (a ``Turn``, or deps with a ``callgate``
   attribute), never the model; the conversation for provenance is the run's message
-  history (``ctx.messages``).
+  history (``ctx.messages``);
+- **the run's intent**: the ``Turn``'s ``intent``, declared on its run before the first
+  call is decided (``IntentDeclarations``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 from callgate_rules.integrations.formats import openai_strict_schema, tool_result_text
 from callgate_rules.integrations.frameworks import (
+    IntentDeclarations,
     OnDecision,
     Turn,
     offered_tools,
@@ -71,6 +74,7 @@ class CallgateToolset(AbstractToolset[Any]):
         self.turn = turn
         self.on_decision = on_decision
         self.names = offered_tools(gate.gate.config, tools)
+        self.intents = IntentDeclarations()  # each turn's intent, declared once
         self._tokens: dict[str, str] = {}  # call ID → the token its preview was shown with
 
     @property
@@ -90,6 +94,7 @@ class CallgateToolset(AbstractToolset[Any]):
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
                         tool: ToolsetTool[Any]) -> str:
         turn = self.turn(ctx.deps)
+        await self.intents.declare(self.gate, turn)
         call_id = ctx.tool_call_id or ""
         call = proposal(self.gate.gate.config, name, tool_args.get(_RAW, tool_args), call_id)
         conversation = openai_messages(ctx.messages)
