@@ -16,6 +16,7 @@ them at once (``IntentError.problems``), never a traceback. Checked beyond its s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -72,6 +73,8 @@ def compile_intent(written: IntentSource, config: GateConfig, *,
     problems = _Problems(source, base)
     for path, message in _schema_problems(spec):
         problems.add(path, message)
+    for path in _not_finite(spec, ()):
+        problems.add(path, "not a finite number (NaN and infinities bound nothing)")
     problems.raise_any()
     intent = _Reader(config, problems).intent(spec)
     problems.raise_any()
@@ -115,6 +118,31 @@ def _spec(source: SourceDocument) -> tuple[Any, NodePath]:
     if wrong:
         raise IntentError(wrong)
     return data["spec"], ("spec",)
+
+
+def _not_finite(value: Any, path: NodePath) -> Iterator[NodePath]:
+    """Where ``value`` holds NaN or an infinity (YAML's ``.nan``, JSON's ``NaN``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _not_finite(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _not_finite(item, (*path, index))
+
+
+def _references(schema: Any, path: NodePath) -> Iterator[NodePath]:
+    """Where an argument's schema refers elsewhere: an intent's schema stands alone."""
+    if isinstance(schema, Mapping):
+        for key, item in schema.items():
+            if key in ("$ref", "$dynamicRef", "$recursiveRef"):
+                yield (*path, str(key))
+            else:
+                yield from _references(item, (*path, str(key)))
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            yield from _references(item, (*path, index))
 
 
 def _schema_problems(spec: Any) -> Iterator[tuple[NodePath, str]]:
@@ -192,9 +220,15 @@ class _Reader:
         return ArgumentBound(path=argument, equals=spec.get("equals", NOT_GIVEN),
                              one_of=None if one_of is None else tuple(one_of),
                              minimum=minimum, maximum=maximum, schema=schema,
-                             validator=validator)
+                             validator=validator,
+                             masked=contract is not None and _masked(contract, argument))
 
     def schema(self, schema: Mapping[str, Any], path: NodePath) -> Any:
+        referring = list(_references(schema, ()))
+        for where in referring:
+            self.problems.add((*path, *where), "an intent's schema stands alone: no $ref")
+        if referring:
+            return None
         try:
             check_json_schema(schema)
         except Exception as error:  # noqa: BLE001 - jsonschema's SchemaError, said here
@@ -232,12 +266,18 @@ class _Reader:
             if not _declares(contract.arguments_schema, argument):
                 self.problems.add((*path, "argument"),
                                   f"{tool} has no argument {spec['argument']!r}")
-            elif any(masked == argument[:len(masked)] for masked in contract.mask):
+            elif _masked(contract, argument):
                 self.problems.add((*path, "argument"),
                                   f"{tool} masks {spec['argument']!r} in the run's history: "
                                   "a total cannot be kept over a masked value")
         return Total(name=name, tools=frozenset(spec["tools"]), argument=argument,
                      at_most=spec["at_most"])
+
+
+def _masked(contract: Contract, argument: tuple[str, ...]) -> bool:
+    """Whether the contract masks ``argument``, a part of it, or something inside it."""
+    return any(masked == argument[:len(masked)] or argument == masked[:len(argument)]
+               for masked in contract.mask)
 
 
 def _declares(schema: Mapping[str, Any], path: tuple[str, ...]) -> bool:

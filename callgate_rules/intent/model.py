@@ -21,7 +21,7 @@ the store keeps, and what ``compile_intent`` reads back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,23 @@ class _NotGiven:
 NOT_GIVEN: Any = _NotGiven()
 
 
+def value_key(value: Any) -> Hashable:
+    """A key two JSON values share exactly when they are the same value: numbers by value
+    (100 and 100.0), never a boolean for a number, strings exactly, lists item by item,
+    objects key by key. What ``one_of`` is looked up by, in one step whatever its size."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, int | float):
+        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0); never NaN here
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list | tuple):
+        return ("list", tuple(value_key(item) for item in value))
+    if isinstance(value, Mapping):
+        return ("object", frozenset((key, value_key(item)) for key, item in value.items()))
+    return ("other", repr(value))
+
+
 @dataclass(frozen=True)
 class ArgumentBound:
     """What one argument of a call may be: every part given must hold (a conjunction).
@@ -56,6 +73,15 @@ class ArgumentBound:
     maximum: float | None = None
     schema: Mapping[str, Any] | None = None  # a JSON Schema of the value
     validator: Validator | None = field(default=None, repr=False, compare=False)
+    # the contract masks it: its values are never written in what people or the log read
+    masked: bool = field(default=False, compare=False)
+    # ``one_of`` by ``value_key``: a value is looked up in one step
+    one_of_keys: frozenset[Hashable] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.one_of is not None and self.one_of_keys is None:
+            object.__setattr__(self, "one_of_keys",
+                               frozenset(value_key(allowed) for allowed in self.one_of))
 
     @property
     def name(self) -> str:

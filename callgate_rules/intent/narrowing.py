@@ -68,14 +68,17 @@ def _argument_widenings(new: ArgumentBound, old: ArgumentBound) -> Iterator[str]
         for value in values:
             left = list(argument_leaves(old, value))
             if left:
-                yield f"allows {value!r}, which the bound does not"
+                shown = "a masked value" if old.masked else repr(value)
+                yield f"allows {shown}, which the bound does not"
         return
     if old.equals is not NOT_GIVEN or old.one_of is not None:
         yield "allows values beyond the ones named"
     if old.minimum is not None and (new.minimum is None or new.minimum < old.minimum):
-        yield f"lowers the minimum below {old.minimum:g}"
+        yield "lowers its minimum" if old.masked else (
+            f"lowers the minimum below {old.minimum:g}")
     if old.maximum is not None and (new.maximum is None or new.maximum > old.maximum):
-        yield f"raises the maximum above {old.maximum:g}"
+        yield "raises its maximum" if old.masked else (
+            f"raises the maximum above {old.maximum:g}")
     if old.schema is not None and not (new.schema is not None
                                        and same_value(new.schema, old.schema)):
         yield "changes or drops its schema"

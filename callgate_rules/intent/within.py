@@ -13,7 +13,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate_rules.intent.model import NOT_GIVEN, ArgumentBound, RunIntent, ToolBound, Total
+from callgate_rules.intent.model import (
+    NOT_GIVEN,
+    ArgumentBound,
+    RunIntent,
+    ToolBound,
+    Total,
+    value_key,
+)
+from callgate_rules.masking import MASK
 
 _MISSING = object()
 
@@ -85,23 +93,32 @@ def _argument_bounds(bound: ToolBound, arguments: Mapping[str, Any]) -> Iterable
 def argument_leaves(argument: ArgumentBound, value: Any) -> Iterable[str]:
     """What of ``argument``'s bound ``value`` leaves, in words."""
     name = argument.name
+    shown = _masked_shown if argument.masked else _shown  # a masked value is never written
     if argument.equals is not NOT_GIVEN and not same_value(value, argument.equals):
-        yield f"{name} is {_shown(value)}, the request says {_shown(argument.equals)}"
-    if argument.one_of is not None and not any(same_value(value, allowed)
-                                               for allowed in argument.one_of):
-        choices = ", ".join(_shown(allowed) for allowed in argument.one_of[:10])
-        more = "" if len(argument.one_of) <= 10 else f" and {len(argument.one_of) - 10} more"
-        yield f"{name} is {_shown(value)}, not one of the request's {choices}{more}"
+        yield f"{name} is {shown(value)}, the request says {shown(argument.equals)}"
+    one_of, keys = argument.one_of, argument.one_of_keys
+    if one_of is not None and keys is not None and value_key(value) not in keys:
+        choices = ", ".join(shown(allowed) for allowed in one_of[:10])
+        more = "" if len(one_of) <= 10 else f" and {len(one_of) - 10} more"
+        yield f"{name} is {shown(value)}, not one of the request's {choices}{more}"
     if argument.minimum is not None or argument.maximum is not None:
         if not _is_number(value):
-            yield f"{name} is {_shown(value)}, not a number the request's range can hold"
+            yield f"{name} is {shown(value)}, not a number the request's range can hold"
         else:
             if argument.minimum is not None and value < argument.minimum:
-                yield f"{name} is {_shown(value)}, below the request's {_shown(argument.minimum)}"
+                yield f"{name} is {shown(value)}, below the request's {shown(argument.minimum)}"
             if argument.maximum is not None and value > argument.maximum:
-                yield f"{name} is {_shown(value)}, above the request's {_shown(argument.maximum)}"
-    if argument.validator is not None and not argument.validator.is_valid(value):
-        yield f"{name} is {_shown(value)}, which the request's schema for it does not allow"
+                yield f"{name} is {shown(value)}, above the request's {shown(argument.maximum)}"
+    if argument.validator is not None and not _valid(argument.validator, value):
+        yield f"{name} is {shown(value)}, which the request's schema for it does not allow"
+
+
+def _valid(validator: Any, value: Any) -> bool:
+    """The schema's verdict; a schema that cannot decide is no proof the value is within."""
+    try:
+        return bool(validator.is_valid(value))
+    except Exception:  # noqa: BLE001 - any failure of the check counts as outside
+        return False
 
 
 def _conditions(bound: ToolBound, arguments: Mapping[str, Any]) -> Iterable[str]:
@@ -162,6 +179,10 @@ def _shown(value: Any) -> str:
         return f"{value:,}" if isinstance(value, int) else f"{value:,.10g}"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _masked_shown(value: Any) -> str:
+    return MASK
 
 
 def _times(count: int) -> str:

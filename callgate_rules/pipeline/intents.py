@@ -24,13 +24,13 @@ declarations must narrow it (``intent.narrowing``); a widening is refused
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from callgate_rules.canonical import canonical_json
 from callgate_rules.cel import types as t
 from callgate_rules.decision_log import DecisionLog
 from callgate_rules.documents.model import Contract, GateConfig, IntentRouting
@@ -55,6 +55,10 @@ from callgate_rules.store.history import HistoryEntry, RunHistory
 from callgate_rules.store.intents import RunIntents, StoredIntent
 from callgate_rules.taxonomy import ErrorClass, Route
 
+# A history entry spends the intent when its call ran or may have run (``ran``).
+SPENDING_ROUTES = frozenset({str(Route.EXECUTE), str(Route.RECONCILE)})
+SPENDING_ERRORS = frozenset({str(ErrorClass.UNKNOWN_OUTCOME),
+                             str(ErrorClass.RECONCILE_FAILED)})
 # What ``intent`` holds, for lint's type checker (the table above).
 INTENT_TYPE = t.object_of(t.Shape((
     ("declared", t.Field(t.BOOL, required=True)),
@@ -119,7 +123,9 @@ class CompiledIntents:
     def of(self, stored: Mapping[str, Any], config: GateConfig) -> RunIntent:
         """``stored`` compiled against ``config``; ``IntentError`` when it does not fit
         it (a configuration reloaded without a tool the intent names)."""
-        key = (id(config), canonical_json(stored))
+        # the exact text: two intents that differ only in a string's normal form are two
+        key = (id(config), json.dumps(stored, sort_keys=True, ensure_ascii=False,
+                                      separators=(",", ":"), default=repr))
         with self._lock:
             found = self._kept.get(key)
             if found is not None and found[0] is config:
@@ -253,10 +259,13 @@ NOT_JUDGED = NotJudged()
 
 
 def ran(entry: HistoryEntry) -> bool:
-    """An entry whose call ran: what the intent's counts and totals spend. A write still
-    held for a person does not count (an injected call waiting to be declined must not use
-    up what the user asked for); once confirmed and run, it does."""
-    return entry.executed
+    """An entry whose call ran, or may have: what the intent's counts and totals spend —
+    known to have run; let through to run (the service's host runs it after the decision,
+    and until it finishes it counts); sent with its outcome unknown. A write still held
+    for a person does not count (an injected call waiting to be declined must not use up
+    what the user asked for); once confirmed and run, it does."""
+    return (entry.executed or entry.route in SPENDING_ROUTES
+            or entry.error_class in SPENDING_ERRORS)
 
 
 def routed(outcome: str | Rejection, contract: Contract, left: tuple[str, ...],

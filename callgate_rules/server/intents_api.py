@@ -4,7 +4,9 @@
 The run ID is scoped by the token's pinned actor fields, as ``/v1/decide``'s is
 (``api.scoped_request_id``): the intent a tenant declares bounds the runs it names in
 ``/v1/decide``, and another tenant naming the same run reaches another run — answered, for
-a read, exactly as a run with no intent. What the service refuses:
+a read, exactly as a run with no intent. A token that pins no actor field, which
+``--unscoped none`` gives nothing, may neither declare nor read one. What the service
+refuses:
 
 - 422 — the intent is not valid (each problem in ``errors``, with its field);
 - 409 — it would widen the run's intent (each widening in ``errors``; counted, logged),
@@ -23,11 +25,12 @@ from pydantic import BaseModel, Field
 from callgate_rules.intent import BoundIntent, IntentError
 from callgate_rules.pipeline.hosted import HostedWrites
 from callgate_rules.pipeline.intents import IntentRefused, IntentWidened
-from callgate_rules.server.api import PROBLEMS, principal, scoped_request_id
+from callgate_rules.server.api import PROBLEMS, caller_scope, principal, scoped_request_id
 from callgate_rules.server.bundles import CurrentHosted
 from callgate_rules.server.models import Strict
 from callgate_rules.server.problems import Problem
 from callgate_rules.server.service import Service
+from callgate_rules.store.scoping import NOTHING
 
 RUN_PATH = "/runs/{run_id}/intent"
 
@@ -65,6 +68,9 @@ def intents_router(service: Service) -> APIRouter:
         """Bind the run's intent, made from the user's request before the run read any tool
         output; or narrow it. A call of the run outside it then goes where the policy says
         (a person's confirmation by default)."""
+        if caller_scope(request, service) == NOTHING:
+            raise Problem(403, "Not allowed", "this caller's token pins no actor field, and "
+                          "the service gives such callers nothing (--unscoped)")
         scoped = scoped_request_id(request, _checked(run_id))
         caller = principal(request)
         declared_by = caller if body.declared_by is None else (
@@ -90,6 +96,8 @@ def intents_router(service: Service) -> APIRouter:
     @router.get(RUN_PATH, response_model=IntentOut, tags=["runs"])
     async def read(request: Request, run_id: str) -> IntentOut:
         """The run's intent as bound now; 404 when none was declared."""
+        if caller_scope(request, service) == NOTHING:  # as a run with none
+            raise Problem(404, "No intent", f"run {run_id!r} has no intent")
         scoped = scoped_request_id(request, _checked(run_id))
         bound = await service.run("intent", lambda: hosted.gate.intent_of(scoped))
         if bound is None:

@@ -7,7 +7,8 @@ version and when. Binding is a compare-and-set on the version, so two instances 
 one run's intent at once cannot both win with different bounds: the first declaration is
 an ``INSERT`` that the primary key decides (``ON CONFLICT DO NOTHING``), each narrowing an
 ``UPDATE ... WHERE version = {the version it narrowed}``. The loser re-reads and narrows
-what is there now (``pipeline.intents.declare``). Intents are purged with the run's history.
+what is there now (``pipeline.intents.declare``). An intent stays until
+``purge_run_intents`` removes those declared before a cutoff.
 """
 
 from __future__ import annotations

@@ -246,14 +246,18 @@ untyped_data = st.fixed_dictionaries(
 # Comparison --------------------------------------------------------------------------------
 
 
+# How cel-python crashes on a few ill-typed inputs instead of failing (not CEL errors).
+CRASHES = (AssertionError, AttributeError, IndexError, RuntimeError)
+
+
 def outcome(evaluate: Callable[[Mapping[str, Any]], Any], data: Mapping[str, Any]) -> Any:
     """The value, or the exception: cel-python's own failures count as errors too."""
     try:
         return evaluate(data)
     except CelEvaluationError as error:
         return error
-    except (AssertionError, AttributeError, IndexError, RuntimeError) as error:
-        return error  # cel-python crashes on a few ill-typed inputs instead of failing
+    except CRASHES as error:
+        return error
 
 
 def run_both(source: str, data: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -276,6 +280,9 @@ def test_compiled_agrees_with_cel_python_on_typed_data(source: str, data: dict[s
     ours, theirs = run_both(source, data)
     if _int_of_the_lowest_double(ours, theirs):
         return
+    if (isinstance(theirs, CRASHES) and not isinstance(ours, BaseException)
+            and any(operator in source for operator in ("&&", "||", "?"))):
+        return  # cel-python crashed in a branch CEL never needs (``false && <error>``)
     if isinstance(theirs, BaseException) or isinstance(ours, BaseException):
         assert isinstance(ours, BaseException) and isinstance(theirs, BaseException), (
             f"{source!r} on {data!r}: compiled {ours!r}, cel-python {theirs!r}"

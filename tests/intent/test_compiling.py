@@ -97,3 +97,34 @@ def test_big_but_bounded_sets_are_refused_by_the_schema() -> None:
     found = problems({"tools": {"sendMoney": {"arguments": {
         "recipient": {"one_of": [str(n) for n in range(2000)]}}}}})
     assert any("one_of" in p for p in found)
+
+
+def test_what_would_break_a_run_later_is_refused_now() -> None:
+    found = problems("tools:\n  sendMoney:\n    arguments:\n      amount: {maximum: .nan}\n"
+                     "totals:\n  t: {tools: [sendMoney], argument: amount, at_most: .inf}\n")
+    assert any("tools.sendMoney.arguments.amount.maximum: not a finite number" in p
+               for p in found)
+    assert any("totals.t.at_most: not a finite number" in p for p in found)
+    found = problems({"tools": {"sendMoney": {"arguments": {"subject": {"schema": {
+        "$ref": "#/$defs/nope"}}}}}})
+    assert any("subject.schema.$ref" in p and "no $ref" in p for p in found)
+
+
+def test_a_masked_arguments_value_is_never_written(tmp_path: Path) -> None:
+    from callgate_rules.intent import leaves, widenings
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    for path in (REPO / "examples" / "banking" / "contracts").iterdir():
+        text = path.read_text()
+        if path.name == "sendMoney.yaml":
+            text = text.replace("  idempotency: key\n", "  idempotency: key\n  mask: [subject]\n")
+        (contracts / path.name).write_text(text)
+    config = load([contracts, REPO / "examples" / "banking" / "policies"])
+    bound = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
+        "equals": "my password is hunter2"}}}}}, config)
+    left = leaves(bound, "sendMoney", {"subject": "the attacker's hunter3"}, None)
+    assert left == ("subject is ***, the request says ***",)
+    wider = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
+        "one_of": ["my password is hunter2", "hunter3"]}}}}}, config)
+    assert widenings(wider, bound) == [
+        "widens sendMoney's subject: allows a masked value, which the bound does not"]

@@ -111,3 +111,29 @@ def test_a_boolean_is_never_a_number(number: float, flag: bool) -> None:
         "amount": {"equals": number}}}}}, CONFIG)
     assert leaves(intent, "sendMoney", {"amount": flag}, None)
     assert not leaves(intent, "sendMoney", {"amount": float(number)}, None)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 2.5, -1.0])
+    | st.sampled_from(["a", "b", "A", "é", "é"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["x", "y"]), inner, max_size=2), max_leaves=6)
+
+
+@given(JSON_VALUES, JSON_VALUES)
+def test_a_values_key_is_shared_exactly_by_the_same_value(one: Any, two: Any) -> None:
+    from callgate_rules.intent.model import value_key
+    from callgate_rules.intent.within import same_value
+    assert (value_key(one) == value_key(two)) == same_value(one, two)
+
+
+def test_a_large_set_narrows_by_keys() -> None:
+    old = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
+        "one_of": [f"s{n}" for n in range(1024)]}}}}}, CONFIG)
+    new = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
+        "one_of": [f"s{n}" for n in range(1023, -1, -1)]}}}}}, CONFIG)
+    assert widenings(new, old) == []
+    wider = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
+        "one_of": [*(f"s{n}" for n in range(1023)), "elsewhere"]}}}}}, CONFIG)
+    assert widenings(wider, old) == [
+        "widens sendMoney's subject: allows 'elsewhere', which the bound does not"]

@@ -319,3 +319,16 @@ def test_the_routing_tables_intent_section_is_checked(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=said) as error:
             load([BANKING / "contracts", BANKING / "policies", path])
         assert "routing.yaml:" in str(error.value)
+
+
+def test_in_the_hosted_flow_a_call_let_through_counts_before_the_host_runs_it(
+        config: GateConfig) -> None:
+    from callgate_rules.pipeline.hosted import HostedWrites
+    flow = HostedWrites(config, resolvers=ON_FILE, store=MemoryStore(), clock=lambda: T0)
+    flow.gate.declare_intent("run-hosted", {"tools": {"sendMoney": {"calls": 2}}, "totals": {
+        "paid": {"tools": ["sendMoney"], "argument": "amount", "at_most": 100}}},
+        declared_by="planner")
+    routes = [flow.decide(pay(amount=45, subject=f"part {n}"), actor=HOLDER,
+                          request_id=f"r{n}", run_id="run-hosted").route for n in range(3)]
+    # the first two are let through (the host has not finished them yet), the third waits
+    assert routes == [Route.EXECUTE, Route.EXECUTE, Route.AWAIT_CONFIRMATION]

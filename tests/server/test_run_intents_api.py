@@ -118,3 +118,22 @@ def test_the_pages_curl_example_runs(intents_server: Server) -> None:
                                     "PATH": "/usr/bin:/bin"})
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["1"]
+
+
+@pytest.mark.integration
+def test_a_token_without_the_pinned_claim_neither_declares_nor_reads(
+        intents_server: Server) -> None:
+    """The service pins ``tenant``: a token without it is refused whole, so no caller
+    reaches another tenant's run IDs through an unscoped one."""
+    import time
+
+    import jwt
+
+    from .conftest import TOKEN_SECRET
+    bare = jwt.encode({"sub": "host-without-tenant", "exp": int(time.time()) + 600},
+                      TOKEN_SECRET, algorithm="HS256")
+    with intents_server.client(authorization=f"Bearer {bare}") as client:
+        put = client.put("/v1/runs/any-run/intent", json={"intent": {"tools": {}}})
+        assert put.status_code == 401
+        assert client.get("/v1/runs/any-run/intent").status_code == 401
+
