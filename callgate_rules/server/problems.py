@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Match
 
 from callgate_rules.errors import (
     ConfirmationError,
@@ -52,13 +52,14 @@ class Problem(Exception):
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route of the application serves at the request's path."""
+    """Every method the application's OpenAPI document gives the request's path (what
+    schemathesis and clients read; the routers' internals differ by FastAPI version)."""
+    path = request.scope.get("path", "")
     methods: set[str] = set()
-    for route in request.app.routes:
-        served = getattr(route, "methods", None) or ()
-        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
-               for method in served):
-            methods |= set(served)
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        pattern = re.escape(template).replace(r"\{", "{").replace(r"\}", "}")
+        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", pattern), path):
+            methods |= {method.upper() for method in operations}
     return sorted(methods)
 
 
@@ -131,9 +132,15 @@ def install_handlers(app: FastAPI) -> None:
         # Starlette's 405 carries ``Allow`` (RFC 9110 §15.5.6); every header it sets is kept,
         # but it names the methods of the first route of the path only: a path served by two
         # routes (GET and PUT of a run's intent) gets both.
-        headers = error.headers
+        headers = dict(error.headers or {})
         if error.status_code == 405:
-            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+            given = next((value for name, value in headers.items()
+                          if name.lower() == "allow"), "")
+            methods = {method.strip() for method in given.split(",") if method.strip()}
+            methods |= set(allowed_methods(request))
+            headers = {name: value for name, value in headers.items()
+                       if name.lower() != "allow"}
+            headers["Allow"] = ", ".join(sorted(methods))
         return problem_response(error.status_code, str(error.detail), str(error.detail),
                                 headers=headers)
 
