@@ -230,14 +230,13 @@ class ContractCompiler:
         paths = []
         for index, text in enumerate(declared):
             parts = tuple(text.split("."))[1:] if text.startswith("args.") else ()
-            if not _names_an_argument(schema, parts):
+            if not names_an_argument(schema, parts):
                 self.error(source, (*where, index), "approval-covers-path",
                            f"{dotted(where)}[{index}]: {text!r} names no argument of this "
                            f"tool; name one its arguments declare (args.<name>): "
                            f"{', '.join('args.' + n for n in schema.get('properties', {}))}")
-            elif any(parts[:len(masked)] == masked or masked[:len(parts)] == parts
-                     for masked in (tuple(m.split(".")) for m in source.data["spec"].get(
-                         "mask", []))):
+            elif touches_mask(parts, tuple(tuple(m.split("."))
+                                           for m in source.data["spec"].get("mask", []))):
                 self.error(source, (*where, index), "approval-covers-path",
                            f"{dotted(where)}[{index}]: {text!r} is masked (spec.mask); an "
                            "approval keeps a hash of the value it covers, and a secret's "
@@ -256,7 +255,14 @@ def _confirmation(spec: Mapping[str, Any],
     )
 
 
-def _names_an_argument(schema: Any, parts: tuple[str, ...]) -> bool:
+def touches_mask(parts: tuple[str, ...], masks: tuple[tuple[str, ...], ...]) -> bool:
+    """Is the argument at ``parts`` masked (``spec.mask``), inside a masked one, or does it
+    hold a masked one?"""
+    return any(parts[:len(masked)] == masked or masked[:len(parts)] == parts
+               for masked in masks)
+
+
+def names_an_argument(schema: Any, parts: tuple[str, ...]) -> bool:
     """Does the arguments schema declare the property at ``parts`` (through nested
     objects' ``properties``)?"""
     for part in parts:

@@ -22,6 +22,7 @@ from typing import Any
 
 from callgate_rules.cel.errors import CelSyntaxError
 from callgate_rules.cel.expression import compile_expression
+from callgate_rules.documents.contract_compiler import names_an_argument, touches_mask
 from callgate_rules.documents.findings import dotted, schema_error_messages
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.documents.source import NodePath, SourceDocument, parse_yaml_text
@@ -207,7 +208,7 @@ class _Reader:
     def argument(self, contract: Contract | None, name: str, spec: Mapping[str, Any],
                  path: NodePath) -> ArgumentBound:
         argument = tuple(name.split("."))
-        if contract is not None and not _declares(contract.arguments_schema, argument):
+        if contract is not None and not names_an_argument(contract.arguments_schema, argument):
             self.problems.add(path, f"{contract.name} has no argument {name!r}")
         minimum, maximum = spec.get("minimum"), spec.get("maximum")
         if minimum is not None and maximum is not None and minimum > maximum:
@@ -221,7 +222,7 @@ class _Reader:
                              one_of=None if one_of is None else tuple(one_of),
                              minimum=minimum, maximum=maximum, schema=schema,
                              validator=validator,
-                             masked=contract is not None and _masked(contract, argument))
+                             masked=contract is not None and touches_mask(argument, contract.mask))
 
     def schema(self, schema: Mapping[str, Any], path: NodePath) -> Any:
         referring = list(_references(schema, ()))
@@ -263,28 +264,12 @@ class _Reader:
             contract = self.contract(tool, (*path, "tools", index))
             if contract is None:
                 continue
-            if not _declares(contract.arguments_schema, argument):
+            if not names_an_argument(contract.arguments_schema, argument):
                 self.problems.add((*path, "argument"),
                                   f"{tool} has no argument {spec['argument']!r}")
-            elif _masked(contract, argument):
+            elif touches_mask(argument, contract.mask):
                 self.problems.add((*path, "argument"),
                                   f"{tool} masks {spec['argument']!r} in the run's history: "
                                   "a total cannot be kept over a masked value")
         return Total(name=name, tools=frozenset(spec["tools"]), argument=argument,
                      at_most=spec["at_most"])
-
-
-def _masked(contract: Contract, argument: tuple[str, ...]) -> bool:
-    """Whether the contract masks ``argument``, a part of it, or something inside it."""
-    return any(masked == argument[:len(masked)] or argument == masked[:len(argument)]
-               for masked in contract.mask)
-
-
-def _declares(schema: Mapping[str, Any], path: tuple[str, ...]) -> bool:
-    """Whether the arguments schema declares the property at ``path``."""
-    for part in path:
-        properties = schema.get("properties") if isinstance(schema, Mapping) else None
-        if not isinstance(properties, Mapping) or part not in properties:
-            return False
-        schema = properties[part]
-    return True
