@@ -94,16 +94,36 @@ def operation_keys(request_id: str, tool: str, contract_name: str,
     """``(operation_id(...), arguments_hash(arguments))`` from one canonical text of the
     arguments: a write needs both, and the text is the larger part of their cost."""
     text = canonical_json(arguments).encode("utf-8")
-    digest = hashlib.sha256()
-    for data in (request_id.encode("utf-8"), tool.encode("utf-8"),
-                 contract_name.encode("utf-8"), text):
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
+    parts = (request_id.encode("utf-8"), tool.encode("utf-8"), contract_name.encode("utf-8"),
+             text)
+    digest = hashlib.sha256(b"".join([len(part).to_bytes(8, "big") + part for part in parts]))
     return "op_" + digest.hexdigest()[:32], _hash_of(text)
 
 
 def _hash_of(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()
+
+
+# the decoded value written back, for its colons (``may_repeat_a_key``)
+_write_compact = msgspec.json.Encoder().encode
+
+
+def may_repeat_a_key(text: str, value: Any) -> bool:
+    """``False`` only when no object of ``text`` repeats a key, decided without a second
+    reading: outside strings, a JSON text has exactly one ``:`` per member, so its colons
+    number the members plus the colons inside its strings — the same count as the decoded
+    value's, re-encoded (one per key kept, and the strings kept), unless a repeated key was
+    dropped with its value. An escaped colon (``\\u003a``) would spoil the count: such a
+    text, or one msgspec cannot encode back, is read again exactly."""
+    colons = text.count(":")
+    if colons < 2:  # at most one member: nothing to repeat
+        return False
+    if "u003" in text:  # "\\u003a" or "\\u003A" (a needle starting with "\\" costs more)
+        return True
+    try:
+        return colons != _write_compact(value).count(b":")
+    except (msgspec.EncodeError, OverflowError, TypeError, UnicodeError):
+        return True
 
 
 class RepeatedKey(ValueError):

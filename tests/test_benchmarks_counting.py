@@ -112,3 +112,72 @@ def test_work_twice_as_long_counts_twice_the_instructions(counting: ModuleType,
     twice = count([sys.executable, str(script), "4000"], 500, what="twice")
     assert once > 0
     assert 1.9 < twice / once < 2.1
+
+
+_SERVER = """
+import socket, sys
+sys.path.insert(0, {benchmarks!r})
+from callgrind_counting import mark_on_signal
+size, port = int(sys.argv[1]), int(sys.argv[2])
+mark_on_signal()
+listener = socket.create_server(("127.0.0.1", port))
+listener.settimeout(0.1)  # back in Python often, where the mark's handler runs
+while True:
+    try:
+        connection, _ = listener.accept()
+    except TimeoutError:
+        continue
+    connection.settimeout(None)
+    with connection, connection.makefile("rwb") as stream:
+        for line in stream:
+            sum(range(size))  # linear in size
+            stream.write(b"done\\n")
+            stream.flush()
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("valgrind") is None,
+                    reason="valgrind is not installed (apt-get install valgrind)")
+def test_a_served_operation_twice_as_long_counts_twice_the_instructions(
+        counting: ModuleType, tmp_path: Path) -> None:
+    """``count_served``: two server processes under callgrind, marked by signal around
+    windows of requests this process sends; each counts its own work per request."""
+    import socket
+    import time
+
+    script = tmp_path / "server.py"
+    script.write_text(_SERVER.format(benchmarks=str(REPO / "benchmarks")))
+    ports = {}
+    for name in ("once", "twice"):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports[name] = probe.getsockname()[1]
+    sizes = {"once": 2000, "twice": 4000}
+
+    def ready() -> None:
+        deadline = time.monotonic() + 120
+        for port in ports.values():
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+    def drive(requests: int) -> None:
+        for port in ports.values():
+            with socket.create_connection(("127.0.0.1", port)) as connection, \
+                    connection.makefile("rwb") as stream:
+                for _ in range(requests):
+                    stream.write(b"work\n")
+                    stream.flush()
+                    assert stream.readline() == b"done\n"
+
+    counted = counting.count_served(
+        {name: [sys.executable, str(script), str(sizes[name]), str(ports[name])]
+         for name in ports}, ready, drive, 300, what="served", warm_up=50)
+    assert counted["once"] > 0
+    assert 1.9 < counted["twice"] / counted["once"] < 2.1

@@ -33,10 +33,12 @@ class CollectionResolver:
                 if field in record and _hashable(record[field]):
                     index[record[field]].append(record)
             self._indexes[field] = index
-        if not _hashable(value):
+        try:
+            found = index.get(value, ())
+        except TypeError:  # a list or an object: no record holds it as its key
             return []
         # bool is an int in Python; a lookup of 1 must not find True.
-        return [r for r in index.get(value, ()) if type(r[field]) is type(value)]
+        return [r for r in found if type(r[field]) is type(value)]
 
 
 class WorldResolvers(Mapping[str, Resolver]):
@@ -46,7 +48,7 @@ class WorldResolvers(Mapping[str, Resolver]):
         self._collections = {name: CollectionResolver(records) for name, records in world.items()}
 
     def __getitem__(self, name: str) -> Resolver:
-        return self._collections.get(name) or CollectionResolver([])
+        return self.get(name)
 
     def __contains__(self, name: object) -> bool:
         return True
@@ -58,7 +60,8 @@ class WorldResolvers(Mapping[str, Resolver]):
         return len(self._collections)
 
     def get(self, name: str, default: Any = None) -> Resolver:
-        return self[name]
+        """The collection's resolver, ``default`` never: every collection exists here."""
+        return self._collections.get(name) or CollectionResolver([])
 
 
 def check_world(world: Any, source: str) -> Mapping[str, Sequence[Record]]:

@@ -238,11 +238,14 @@ class Decision:
         return self.error_class is None
 
     def counted(self) -> Mapping[str, Any]:
-        """What ``decision_log.count`` reads of the log: for an executed call whose log
-        nobody has read yet, the few facts worked out when it ended, so that counting does
-        not build the whole record; else the log."""
-        if self._log is FROM_RECORD and self.finished is not None:
-            return self.finished.counted
+        """What ``decision_log.count`` reads of the log: for a decision whose log nobody has
+        read yet, the few facts it counts (an executed call's, worked out when it ended), so
+        that counting does not build the whole record; else the log."""
+        if self._log is FROM_RECORD:
+            if self.finished is not None:
+                return self.finished.counted
+            if self.decided is not None:
+                return record.counted_of(self.decided)
         return self.log
 
     def _word(self) -> None:
@@ -257,11 +260,25 @@ class Decision:
 
     def replace(self, **changes: Any) -> Decision:
         """A copy with ``changes`` (any of the constructor's arguments); what is still to be
-        worked out from the record stays so in the copy, a message given is kept."""
-        given = {name: getattr(self, name) for name in _PLAIN}
-        given.update(agent_message=self._agent_message, user_message=self._user_message,
-                     log=self._log, trace=self._trace)
-        return type(self)(**{**given, **changes})
+        worked out from the record stays so in the copy, a message given is kept.
+
+        The copy is this decision's attributes with the changes set over them, not a new
+        ``__init__`` of every field: an executed write makes one per call."""
+        if not _REPLACEABLE.issuperset(changes):
+            unknown = ", ".join(sorted(changes.keys() - _REPLACEABLE))
+            raise TypeError(f"Decision has no field {unknown}")
+        copy = object.__new__(type(self))
+        attributes = copy.__dict__
+        attributes.update(self.__dict__)
+        attributes.update(changes)
+        for name in _STORED_AS.keys() & changes:  # kept under the names their properties read
+            attributes[_STORED_AS[name]] = attributes.pop(name)
+        # None means what the constructor makes of it: no versions, the shared empty extra
+        if attributes["versions"] is None:
+            attributes["versions"] = {}
+        if "extra" in changes and changes["extra"] is None:
+            del attributes["extra"]
+        return copy
 
     def fields(self) -> dict[str, Any]:
         """Every public field by name, each read (so worked out)."""
@@ -325,6 +342,10 @@ MESSAGE_FIELDS = ("agent_message", "user_message")
 _PLAIN = tuple(name for name in Decision.__annotations__ if not name.startswith("_"))
 PUBLIC_FIELDS = (*(name for name in _PLAIN if name not in ("sealer", "decided", "finished")),
                  *MESSAGE_FIELDS, "log", "trace")
+# What ``replace`` may change, and where a decision keeps the fields worked out when read.
+_STORED_AS = {"agent_message": "_agent_message", "user_message": "_user_message",
+              "log": "_log", "trace": "_trace"}
+_REPLACEABLE = frozenset((*_PLAIN, *_STORED_AS))
 
 
 def _read(message: str | Exception) -> str:

@@ -56,7 +56,7 @@ from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.store import open_store
-from callgate_rules.store.base import Receipt, ReceiptState, ReceiptStore
+from callgate_rules.store.base import NewOperation, Receipt, ReceiptState, ReceiptStore
 from callgate_rules.store.history import HistoryEntry
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -293,11 +293,12 @@ class Gate(ClosesItsStore, KeepsRuns):
         now = now or self.clock()
         # a named run may be served by other instances: hold its lease (runs.RunHold)
         hold = RunHold(self, run.run_id if run is not None and history is None else None)
+        named = run  # a run made here is new: no history and no intent to read for it
         run = run or Run(started_at=now)
         with hold:
             decision, progress = self.decide_steps(  # 1–4
                 model_output, actor, now, request_id=request_id, session=session,
-                conversation=conversation, run=run, history=history, hold=hold)
+                conversation=conversation, run=named, history=history, hold=hold)
             limit = run.admit(decision, self.config.routing.budgets, now)
             if limit is not None:  # 7 ROUTE: a run limit reached takes the limit path
                 decision = self.plans.router.limit_path(decision, limit, actor,
@@ -400,12 +401,20 @@ class Gate(ClosesItsStore, KeepsRuns):
                                   self.config.routing.route_for(ErrorClass.TRANSIENT))
         return router.ended(decision, progress, ending, operation)
 
+    def operation(self, progress: Progress, actor: Mapping[str, Any],
+                  request_id: str) -> NewOperation:
+        """A write's operation: its ID and arguments hash, from the request ID, the tool and
+        the canonical arguments."""
+        contract = progress.contract
+        assert contract is not None and progress.call is not None
+        return new_operation(contract, request_id, progress.call.arguments, actor)
+
     def write_machine(self, progress: Progress, actor: Mapping[str, Any],
                       request_id: str) -> WriteMachine:
         """A write's operation and its ``WriteMachine``; nothing is claimed yet."""
         contract = progress.contract
-        assert contract is not None and progress.call is not None
-        operation = new_operation(contract, request_id, progress.call.arguments, actor)
+        assert contract is not None
+        operation = self.operation(progress, actor, request_id)
         return WriteMachine(
             contract=contract, operation=operation, executor=self._executor(contract),
             finder=self.finder, store=self.store, routing=self.config.routing,

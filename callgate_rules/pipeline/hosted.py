@@ -53,7 +53,7 @@ from callgate_rules.errors import (
 )
 from callgate_rules.pipeline.approvals import record_approval
 from callgate_rules.pipeline.budgets import Run, goes_on
-from callgate_rules.pipeline.decision import Decision
+from callgate_rules.pipeline.decision import FROM_RECORD, Decision
 from callgate_rules.pipeline.endings import Ending
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
 from callgate_rules.pipeline.gate import STORE_DOWN, Gate
@@ -169,22 +169,22 @@ class HostedWrites:
 
     def _write_decided(self, decision: Decision, progress: Progress,
                        actor: Mapping[str, Any], request_id: str) -> Decision:
-        """An allowed write with its operation ID, or held for a person."""
+        """An allowed write with its operation ID (its log names it when read), or held for
+        a person."""
+        if not self.holds(decision, progress):
+            operation = self.gate.operation(progress, actor, request_id).operation_id
+            return decision.replace(operation_id=operation, log=FROM_RECORD)
         try:
             machine = self.gate.write_machine(progress, actor, request_id)
-            if self.holds(decision, progress):
-                # never another actor's held write: no token for it, no hold over it (an
-                # allowed write's ID alone says nothing; its claim checks the same)
-                self._not_anothers(machine.operation.operation_id, actor, request_id)
-                return self._hold(decision, progress, machine)
+            # never another actor's held write: no token for it, no hold over it (an
+            # allowed write's ID alone says nothing; its claim checks the same)
+            self._not_anothers(machine.operation.operation_id, actor, request_id)
+            return self._hold(decision, progress, machine)
         except OperationIdReused:
             raise  # a refusal (409), not the store failing
         except StoreError as error:
             return self._ended(decision, progress, store_failed(
                 error, False, self.gate.config.routing.route_for(ErrorClass.TRANSIENT)), None)
-        operation = machine.operation.operation_id
-        return decision.replace(operation_id=operation,
-                                log={**decision.log, "operation_id": operation})
 
     # -- claim, finish, reconcile ----------------------------------------------------------
 
@@ -468,7 +468,7 @@ class HostedWrites:
         claim (the gate would run it here)."""
         operation = machine.operation.operation_id
         return self.gate.hold_for_person(decision, progress, machine) or decision.replace(
-            operation_id=operation, log={**decision.log, "operation_id": operation})
+            operation_id=operation, log=FROM_RECORD)
 
     def _held(self, operation_id: str) -> Receipt:
         receipt = self.gate.store.get(operation_id)

@@ -48,6 +48,7 @@ from callgate_rules.store.base import (
     NewReviewItem,
     ReceiptState,
     ReceiptStore,
+    made,
 )
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -143,9 +144,10 @@ def new_operation(contract: Contract, request_id: str, arguments: Mapping[str, A
     tool and the canonical arguments, never from the model's text."""
     operation_id, args_hash = operation_keys(request_id, contract.name,
                                              contract.document.name, arguments)
-    return NewOperation(operation_id=operation_id, request_id=request_id, tool=contract.name,
-                        contract_version=contract.version, args_hash=args_hash,
-                        arguments=arguments, actor=dict(actor))
+    return made(NewOperation, {  # every field, in the dataclass's order
+        "operation_id": operation_id, "request_id": request_id, "tool": contract.name,
+        "contract_version": contract.version, "args_hash": args_hash,
+        "arguments": arguments, "actor": dict(actor)})
 
 @dataclass
 class WriteMachine:
@@ -236,10 +238,11 @@ class WriteMachine:
         now, deadline = self.clock(), self.retries.deadline
         if deadline <= now:
             return None
-        return ExecutionRequest(self.contract.name, self.operation.arguments,
-                                self.operation.operation_id,
-                                min(deadline, now + seconds(self.contract.timeout_seconds)),
-                                self.actor, self.records)
+        return made(ExecutionRequest, {  # every field, in the dataclass's order
+            "tool": self.contract.name, "arguments": self.operation.arguments,
+            "operation_id": self.operation.operation_id,
+            "deadline": min(deadline, now + seconds(self.contract.timeout_seconds)),
+            "actor": self.actor, "records": self.records})
 
     def send(self) -> State | Ending:
         request = self.request()

@@ -29,7 +29,7 @@ class Progress:
     ``__init__`` with default factories costs noticeably more."""
 
     __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
-                 "conversation", "contract_only", "plan")
+                 "conversation", "contract_only", "plan", "decided_entries")
 
     def __init__(self, started: float, session: dict[str, Any],
                  conversation: Conversation | None) -> None:
@@ -43,6 +43,7 @@ class Progress:
         self.conversation = conversation
         self.contract_only: Contract | None = None  # known before the call fully parsed
         self.plan: ToolPlanView | None = None  # the tool's, once the call is parsed
+        self.decided_entries = 0  # the trace's length when steps 1–4 decided (``Router``)
 
     @property
     def contract(self) -> Contract | None:

@@ -31,7 +31,7 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgspec
 
-from callgate_rules.canonical import RepeatedKey, unique_keys
+from callgate_rules.canonical import RepeatedKey, may_repeat_a_key, unique_keys
 from callgate_rules.documents.model import InputLimits
 from callgate_rules.pipeline.decision import RawTraceEntry
 from callgate_rules.pipeline.outcome import Rejection
@@ -88,7 +88,6 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
 # ``json.loads``, which then decides, so a text means exactly what it means to ``json``
 # (tests/pipeline/test_json_decoding.py holds the two to that).
 _fast_decode = msgspec.json.Decoder().decode
-_fast_encode = msgspec.json.Encoder().encode
 _FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
 _REFUSED = object()
 
@@ -127,7 +126,7 @@ def read_json(text: str, what: str, *, finite: bool = False) -> Any:
         value = _decode_exact(text, what)
         if finite:  # msgspec refuses every text that holds such a number: only here
             refuse_non_finite(value)
-    if _may_repeat_a_key(text, value):
+    if may_repeat_a_key(text, value):
         _refuse_repeated_key(text, what)
     return value
 
@@ -147,13 +146,13 @@ def read_flat_object(text: str, what: str) -> dict[str, Any] | None:
         value = _decode_flat(text)
     except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
         return None
-    if _may_repeat_a_key(text, value):
+    if may_repeat_a_key(text, value):
         _refuse_repeated_key(text, what)
     return value
 
 
 def _refuse_repeated_key(text: str, what: str) -> None:
-    """``malformed`` when an object of ``text`` (which ``_may_repeat_a_key`` could not
+    """``malformed`` when an object of ``text`` (which ``may_repeat_a_key`` could not
     clear) repeats a key."""
     key = _repeated_key(text)
     if key is not None:
@@ -194,7 +193,7 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
     text, which the general reading then reads (and refuses, if it must, as it always has).
 
     No key repeats: the text's colons number its members plus the colons inside its strings
-    (as in ``_may_repeat_a_key``). The eight required members and the colons of the
+    (as in ``may_repeat_a_key``). The eight required members and the colons of the
     arguments string (when no ``\\u003a`` escape spells one) are a part of that count;
     equal to all of it, they leave no member to repeat a key, nor any other object."""
     if type(text) is not str:  # msgspec takes no str subclass
@@ -243,24 +242,6 @@ def _decode_exact(text: str, what: str) -> Any:
         raise Rejection(ErrorClass.MALFORMED, f"{what} nested too deeply") from None
     except ValueError as error:  # e.g. an integer literal of thousands of digits
         raise Rejection(ErrorClass.MALFORMED, f"{what} not readable: {error}") from None
-
-
-def _may_repeat_a_key(text: str, value: Any) -> bool:
-    """``False`` only when no object of ``text`` repeats a key, decided without a second
-    reading: outside strings, a JSON text has exactly one ``:`` per member, so its colons
-    number the members plus the colons inside its strings — the same count as the decoded
-    value's, re-encoded (one per key kept, and the strings kept), unless a repeated key was
-    dropped with its value. An escaped colon (``\\u003a``) would spoil the count: such a
-    text, or one msgspec cannot encode back, is read again exactly."""
-    colons = text.count(":")
-    if colons < 2:  # at most one member: nothing to repeat
-        return False
-    if "u003" in text:  # "\\u003a" or "\\u003A" (a needle starting with "\\" costs more)
-        return True
-    try:
-        return colons != _fast_encode(value).count(b":")
-    except (msgspec.EncodeError, OverflowError, TypeError, UnicodeError):
-        return True
 
 
 def _repeated_key(text: str) -> str | None:

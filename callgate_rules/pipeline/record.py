@@ -35,7 +35,18 @@ def log_of(decision: Decision) -> dict[str, Any]:
     if decision.finished is not None:
         return executed_log(decision.finished)
     assert decision.decided is not None, "a decision not made by step 7 is given its log"
-    return log_record(decision.decided)
+    record = log_record(decision.decided)
+    if decision.operation_id is not None:  # an allowed write a host runs (``hosted``)
+        record["operation_id"] = decision.operation_id
+    return record
+
+
+def counted_of(decided: Decided) -> dict[str, Any]:
+    """What ``decision_log.count`` reads of ``log_record(decided)``, without the rest of it:
+    a decision of steps 1–4 has not been retried, reconciled or sent."""
+    return {"route": str(decided.route),
+            "error_class": str(decided.error_class) if decided.error_class else None,
+            "shadow": [verdict.__dict__ for verdict in decided.shadow]}
 
 
 def log_record(decided: Decided) -> dict[str, Any]:

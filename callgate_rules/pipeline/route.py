@@ -139,6 +139,7 @@ class Router:
             # for which request (one named now when the host named none), and when
             request_id or next(_REQUEST_IDS), time.time(), time.perf_counter() - progress.started,
             self.routing, self.tools))  # how its messages are worded
+        progress.decided_entries = len(progress.trace)
         if rejection is not None:
             return Decision.of(decided, tuple(progress.trace))
         assert plan is not None and call is not None  # allowed: its message is the plan's
@@ -160,12 +161,13 @@ class Router:
         progress.trace.append(("route", str(ending.error_class or "executed"),
                                str(ending.route)))
         trace = tuple(progress.trace)
+        executed = trace[progress.decided_entries:]  # steps 1–4 neither reconcile nor send
         counted = {
             "route": str(ending.route),
             "error_class": str(ending.error_class) if ending.error_class else None,
             "retries": ending.retries,
-            "reconciled": any(entry[0] == "reconcile" for entry in trace),
-            "unknown_outcome": any("unknown_outcome" in entry[2] for entry in trace),
+            "reconciled": any(entry[0] == "reconcile" for entry in executed),
+            "unknown_outcome": any("unknown_outcome" in entry[2] for entry in executed),
             "shadow": [verdict.__dict__ for verdict in progress.shadow],
         }
         finished = Finished(
@@ -182,13 +184,13 @@ class Router:
 
     def _ending_messages(self, decision: Decision, progress: Progress, ending: Ending,
                          contract: Contract) -> tuple[str, str]:
+        if ending.error_class is None:
+            how = " (confirmed after a lost answer)" if ending.late_confirmation else ""
+            return f"{contract.name} succeeded{how}. Result: {compact(ending.result)}", ""
         routing = self.routing
         variables = {"tool": contract.name, "tools": self.tools, "detail": ending.told(),
                      "args": decision.arguments or {},
                      "actor": progress.variables.get("actor", {})}
-        if ending.error_class is None:
-            how = " (confirmed after a lost answer)" if ending.late_confirmation else ""
-            return f"{contract.name} succeeded{how}. Result: {compact(ending.result)}", ""
         if ending.error_class == ErrorClass.DUPLICATE and ending.route == Route.RETURN_RECEIPT:
             return (f"{contract.name} was already done for this request; no new write was "
                     f"made. Earlier result: {compact(ending.result)}",
@@ -220,7 +222,8 @@ class Router:
             user_message=user, limit_path=str(self.routing.on_limit), trace=trace,
             log={**decision.log, "route": str(route),
                  "error_class": str(ErrorClass.BUDGET_EXHAUSTED), "detail": detail,
-                 "review_id": review_id})
+                 "review_id": review_id},
+            extra={**decision.extra, "review_id": review_id} if review_id else decision.extra)
 
     def refused_confirmation(self, why: str, basis: Decision | None = None,
                              detail: str | None = None) -> Decision:

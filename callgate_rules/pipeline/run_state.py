@@ -29,6 +29,7 @@ class KeepsRuns:
     # where histories are kept, for the store it was worked out for (an isinstance of a
     # protocol costs as much as a small decision: asked once per store, not per call)
     _histories: tuple[object, RunHistory] | None = None
+    _intents: tuple[object, RunIntents] | None = None
 
     config: GateConfig
     decision_log: DecisionLog | None
@@ -63,9 +64,12 @@ class KeepsRuns:
     @property
     def intents(self) -> RunIntents:
         """Where runs' intents are kept: the receipt store, when it keeps them; else the
-        gate's own memory."""
+        gate's own memory (worked out once per store, as ``histories`` is)."""
         store = self.store
-        return store if isinstance(store, RunIntents) else self.own_intents
+        if self._intents is None or self._intents[0] is not store:
+            kept = store if isinstance(store, RunIntents) else self.own_intents
+            self._intents = (store, kept)
+        return self._intents[1]
 
     def declare_intent(self, run: Run | str, intent: IntentSource, *, declared_by: str,
                        now: datetime | None = None, conversation: Any = None) -> BoundIntent:

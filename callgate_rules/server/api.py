@@ -3,8 +3,11 @@
 
 Each endpoint is one call of ``pipeline.hosted.HostedWrites``, run in a worker thread (the
 gate is synchronous) under the service's concurrency limit; but a decision that waits on
-nothing (outside a named run, no look-up over HTTP, no decision log file) is made on the
-event loop, as the hop to a thread costs more than it does (``decided_here``). The host
+nothing (outside a named run, no look-up over HTTP, no decision log file) and whose body is
+small (``ON_THE_LOOP_BYTES``) is made on the event loop, under the same limit, as the hop
+to a thread costs more than it does (``decided_here``). ``POST /v1/decide``, the call a
+host makes for every tool call, is answered ahead of FastAPI's routing
+(``DecideEndpoint``), by the route's own model, decision and answer. The host
 authenticates with a bearer token (``integrations.identity``); the ``actor`` of a request
 is the host's word for who the call is for, and any actor field the token maps is pinned:
 a body that contradicts it is refused (403), a body that lacks it gets it from the token.
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 
 from callgate_rules.canonical import canonical_json
-from callgate_rules.integrations.identity import identity_of
+from callgate_rules.integrations.identity import ASGIApp, Receive, Send, identity_of
+from callgate_rules.integrations.identity import Scope as ASGIScope
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.hosted import Failure, HostedWrites, UnknownOperation
 from callgate_rules.server.bundles import CurrentHosted
@@ -46,7 +52,7 @@ from callgate_rules.server.models import (
     ReviewOut,
     StepOut,
 )
-from callgate_rules.server.problems import Problem
+from callgate_rules.server.problems import Problem, error_response, read_body
 from callgate_rules.server.service import Service
 from callgate_rules.store.base import ReviewStatus
 from callgate_rules.store.scoping import NOTHING, Scope, pinned_scope
@@ -114,6 +120,94 @@ def principal(request: Request) -> str:
     return identity.principal if identity is not None else "anonymous"
 
 
+async def decided(service: Service, request: Request, body: DecideRequest) -> Decision:
+    """``POST /v1/decide``'s decision, as the route and ``DecideEndpoint`` both make it:
+    ``HostedWrites.decide`` in a worker thread under the service's concurrency limit; but
+    a decision that waits on nothing (``decided_here``) is made on the event loop, as the
+    hop to a thread costs more than it does, when its body is small enough to be decided
+    in a bounded time (``ON_THE_LOOP_BYTES``). Whatever could take long goes to a worker,
+    which the request's time limit can leave behind."""
+    actor = pinned_actor(request, body.actor)
+    request_id, run_id = scoped_ids(request, body.request_id, body.run_id)
+    if run_id is None and service.blocks_on_nothing and _small(request):
+        return await decided_here(service, body, actor, request_id)
+    hosted = cast(HostedWrites, CurrentHosted(service))  # follows a reloaded bundle
+    return await service.run("decide", lambda: hosted.decide(
+        body.model_output, actor=actor, request_id=request_id, session=body.session,
+        conversation=body.conversation, run_id=run_id), body.records)
+
+
+# A body at most this long is decided on the event loop (when it waits on nothing): its
+# steps take a millisecond or so, bounded. A longer one (a long conversation, many records)
+# could hold the loop, and every other request with it, past any time limit.
+ON_THE_LOOP_BYTES = 16 * 1024
+
+
+def _small(request: Request) -> bool:
+    read = read_body(request.scope)
+    return read is not None and len(read.raw) <= ON_THE_LOOP_BYTES
+
+
+async def decided_here(service: Service, body: DecideRequest, actor: dict[str, Any],
+                       request_id: str) -> Decision:
+    """``HostedWrites.decide`` with its steps on the event loop: outside a named run
+    (whose history is in the store) and with look-ups that wait on nothing, they read and
+    write nothing. Only a write held for a person goes on in a worker thread: the hold is
+    written to the store. Each part takes a place under the concurrency limit as a
+    worker's would (``Service.run_here``)."""
+    serving = service.serving  # one policy for the whole request
+    flow, records = serving.hosted, body.records
+    with service.timed("decide"):
+        decision, progress = await service.run_here(lambda: flow.gate.decide_steps(
+            body.model_output, actor, flow.gate.clock(), request_id=request_id,
+            session=body.session, conversation=body.conversation), records, serving)
+
+        def finish() -> Decision:
+            return flow.decided(decision, progress, actor=actor, request_id=request_id)
+
+        if flow.holds(decision, progress):
+            return await service.in_worker(finish, records, serving)
+        return await service.run_here(finish, records, serving)
+
+
+DECIDE_PATH = "/v1/decide"
+
+
+@dataclass
+class DecideEndpoint:
+    """``POST /v1/decide`` answered ahead of FastAPI's middleware, routing and dependency
+    injection, which cost more than the decision: the body ``RequestLimits`` already read
+    is validated against the route's own model (``DecideRequest``), decided as the route
+    decides (``decided``) and answered in the route's bytes (``DecisionOut.json_of``),
+    an error as the application's handlers answer it (``error_response``). A body that
+    does not validate goes on to the route, which answers it as for any endpoint (422 with
+    the fields named); so does every other request. Bearer tokens and the request limits
+    wrap this as they wrap the application."""
+
+    app: ASGIApp
+    service: Service
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != DECIDE_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        read = read_body(scope)
+        try:
+            body = DecideRequest.model_validate(None if read is None else read.json)
+        except ValidationError:
+            await self.app(scope, receive, send)
+            return
+        try:
+            answer = DecisionOut.json_of(await decided(self.service, Request(scope), body))
+        except Exception as error:  # answered as the application's handlers answer it
+            await error_response("POST", DECIDE_PATH, error)(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-length", str(len(answer)).encode()),
+            (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+
+
 def api_router(service: Service) -> APIRouter:
     router = APIRouter(prefix="/v1", responses=PROBLEMS)
     hosted = cast(HostedWrites, CurrentHosted(service))  # follows a reloaded bundle
@@ -129,35 +223,7 @@ def api_router(service: Service) -> APIRouter:
     async def decide(request: Request, body: DecideRequest) -> DecisionOut:
         """Steps 1–4 and the route, without executing anything; an allowed write carries
         its operation ID, a write that needs a person its draft and confirmation token."""
-        actor = pinned_actor(request, body.actor)
-        request_id, run_id = scoped_ids(request, body.request_id, body.run_id)
-        if run_id is None and service.blocks_on_nothing:
-            return DecisionOut.of(await decided_here(body, actor, request_id))
-        decision = await service.run("decide", lambda: hosted.decide(
-            body.model_output, actor=actor, request_id=request_id,
-            session=body.session, conversation=body.conversation, run_id=run_id),
-            body.records)
-        return DecisionOut.of(decision)
-
-    async def decided_here(body: DecideRequest, actor: dict[str, Any],
-                           request_id: str) -> Decision:
-        """``HostedWrites.decide`` with its steps on the event loop: outside a named run
-        (whose history is in the store) and with look-ups that wait on nothing, they read
-        and write nothing. Only a write held for a person goes on in a worker thread: the
-        hold is written to the store."""
-        serving = service.serving  # one policy for the whole request
-        flow, records = serving.hosted, body.records
-        with service.timed("decide"):
-            decision, progress = service.run_here(lambda: flow.gate.decide_steps(
-                body.model_output, actor, flow.gate.clock(), request_id=request_id,
-                session=body.session, conversation=body.conversation), records, serving)
-
-            def finish() -> Decision:
-                return flow.decided(decision, progress, actor=actor, request_id=request_id)
-
-            if flow.holds(decision, progress):
-                return await service.in_worker(finish, records, serving)
-            return service.run_here(finish, records, serving)
+        return DecisionOut.of(await decided(service, request, body))
 
     @router.post("/claim", response_model=StepOut, tags=["writes"])
     async def claim(request: Request, body: ClaimRequest) -> StepOut:

@@ -10,10 +10,13 @@ readiness, metrics and the OpenAPI document, in one app.
 
 Outermost, ``RequestLimits`` bounds every request's body, its time and each client's
 unfinished requests; then ``BearerAuth`` guards ``/v1`` only (the page has its own login;
-probes and scrapes need none). Readiness asks the store in a lane of its own, never
-waiting behind the gate's calls (and so never behind their look-ups), and answers within
-``readiness_timeout`` whatever the store does; its answer names no address and no
-driver's text (those go to the log).
+probes and scrapes need none); then ``api.DecideEndpoint`` answers ``POST /v1/decide``, the
+call a host makes for every tool call, without the framework's cost per request (the
+route is FastAPI's still: its model, its document, its answers to a bad body).
+
+Readiness asks the store in a lane of its own, never waiting behind the gate's calls (and
+so never behind their look-ups), and answers within ``readiness_timeout`` whatever the
+store does; its answer names no address and no driver's text (those go to the log).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from callgate_rules.integrations.identity import (
     TokenVerifier,
 )
 from callgate_rules.pipeline.hosted import Observer
-from callgate_rules.server.api import api_router
+from callgate_rules.server.api import DecideEndpoint, api_router
 from callgate_rules.server.intents_api import intents_router
 from callgate_rules.server.page import page_router
 from callgate_rules.server.problems import RequestLimits, install_handlers
@@ -108,9 +111,10 @@ def create_app(settings: ServiceSettings, *, observers: tuple[Observer, ...] = (
         text = await service.run("metrics", lambda: generate_latest(service.metrics.registry))
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
-    guarded: ASGIApp = app
+    served: ASGIApp = DecideEndpoint(app, service)  # POST /v1/decide ahead of the router
+    guarded = served
     if settings.verifier is not None:
-        guarded = ApiAuth(app, BearerAuth(app, RememberedTokens.of(settings.verifier)))
+        guarded = ApiAuth(served, BearerAuth(served, RememberedTokens.of(settings.verifier)))
     return RequestLimits(guarded, settings.max_body_bytes, settings.request_timeout,
                          body_timeout=settings.body_timeout,
                          per_client=settings.client_concurrency)

@@ -58,6 +58,16 @@ class Metrics:
         self.store = Histogram("callgate_store_seconds", "Latency of each receipt-store "
                                "call", ["operation"], buckets=LATENCY_BUCKETS,
                                registry=self.registry)
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def labelled(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: every request touches the same few
+        label sets, and ``labels`` checks its arguments and takes a lock on each call. (Two
+        threads may both look one up at first; ``labels`` gives both the same child.)"""
+        child = self._children.get((metric, labels))
+        if child is None:
+            child = self._children[(metric, labels)] = metric.labels(*labels)
+        return child
 
     def tool_label(self, tool: str | None) -> str:
         if tool is None:
@@ -65,15 +75,14 @@ class Metrics:
         return tool if tool in self.tools else "unknown"
 
     def observe(self, decision: Decision) -> None:
-        log = decision.log
         tool = self.tool_label(decision.tool)
         error_class = str(decision.error_class) if decision.error_class else "none"
-        self.decisions.labels(tool, str(decision.route), error_class).inc()
+        self.labelled(self.decisions, tool, str(decision.route), error_class).inc()
         tally: Tally[str] = Tally()
-        count(tally, log)
+        count(tally, decision.counted())  # what counting reads, not the whole log record
         for counter, amount in tally.items():
             if counter != "decisions" and amount:
-                self.outcomes.labels(tool, error_class, counter).inc(amount)
+                self.labelled(self.outcomes, tool, error_class, counter).inc(amount)
 
     def watch(self, store: ReceiptStore) -> None:
         """Report the store's queue and pending confirmations at each scrape."""

@@ -6,12 +6,13 @@ a new request). The field names are the library's parameter names.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import to_json
 
 from callgate_rules.confirmation.drafts import of_receipt
 from callgate_rules.pipeline.decision import Decision
@@ -135,12 +136,15 @@ class ResolveRequest(Strict):
     note: str = Field(min_length=1, max_length=4000)
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 def answerable(value: Any) -> Any:
     """``value`` with every text encodable as UTF-8: a lone surrogate the model wrote (and
     a decision echoes, e.g. as the tool's name) is answered as its escape, ``\\ud800``,
     since no JSON answer can carry it."""
-    try:  # JSON whose every text encodes (most answers): as it is, without a walk in Python
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    try:  # what encodes as JSON (most answers): as it is, without a walk in Python
+        _ENCODER.encode(value)
         return value
     except (TypeError, ValueError):  # another type, or a lone surrogate (UnicodeEncodeError)
         return _answerable(value)
@@ -190,18 +194,32 @@ class DecisionOut(Answer):
 
     @classmethod
     def of(cls, decision: Decision) -> DecisionOut:
-        return cls(
-            route=str(decision.route),
-            error_class=str(decision.error_class) if decision.error_class else None,
-            tool=decision.tool, contract_version=decision.contract_version,
-            rule=decision.rule, agent_message=decision.agent_message,
-            user_message=decision.user_message, versions=dict(decision.versions),
-            candidates=[dict(c) for c in decision.candidates],
-            warnings=[dict(w.__dict__) for w in decision.warnings],
-            operation_id=decision.operation_id, result=decision.result, draft=decision.draft,
-            confirmation_token=decision.confirmation_token, limit_path=decision.limit_path,
-            retry_after=decision.retry_after,
-            review_id=(decision.extra or {}).get("review_id") or decision.log.get("review_id"))
+        return cls(**decision_fields(decision))
+
+    @staticmethod
+    def json_of(decision: Decision) -> bytes:
+        """``of(decision).model_dump_json()``, the same bytes, without building the model:
+        ``POST /v1/decide`` answers this way (``api.DecideEndpoint``), once per request.
+        (A model writes a non-finite number as null; ``to_json`` would write ``Infinity``,
+        which is not JSON, unless told.)"""
+        return to_json(answerable(decision_fields(decision)), inf_nan_mode="null")
+
+
+def decision_fields(decision: Decision) -> dict[str, Any]:
+    """A decision as ``DecisionOut``'s fields, in their order."""
+    return {
+        "route": str(decision.route),
+        "error_class": str(decision.error_class) if decision.error_class else None,
+        "tool": decision.tool, "contract_version": decision.contract_version,
+        "rule": decision.rule, "agent_message": decision.agent_message,
+        "user_message": decision.user_message, "versions": dict(decision.versions),
+        "candidates": [dict(c) for c in decision.candidates],
+        "warnings": [dict(w.__dict__) for w in decision.warnings],
+        "operation_id": decision.operation_id, "result": decision.result,
+        "draft": decision.draft, "confirmation_token": decision.confirmation_token,
+        "limit_path": decision.limit_path, "retry_after": decision.retry_after,
+        # a hand-over's review, in ``extra`` whichever way it ended (never the whole log)
+        "review_id": decision.extra.get("review_id")}
 
 
 class StepOut(Answer):

@@ -14,6 +14,7 @@ the HTTP server's to cut off: ``server.connections``.)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -21,12 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
+import msgspec
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
+from callgate_rules.canonical import may_repeat_a_key
 from callgate_rules.errors import (
     ConfirmationError,
     InputError,
@@ -40,6 +42,22 @@ from callgate_rules.pipeline.hosted import UnknownOperation
 LOGGER = logging.getLogger("callgate.server")
 PROBLEM_TYPE = "application/problem+json"
 JSON_TYPES = ("application/json", "application/problem+json")
+READ_BODY = "callgate.body"  # where RequestLimits leaves a JSON body it read (``ReadBody``)
+
+
+@dataclass(frozen=True)
+class ReadBody:
+    """A JSON request body as ``RequestLimits`` read it: its bytes, and its value as
+    ``strict_json`` reads it (what ``POST /v1/decide`` validates, not reading it again)."""
+
+    raw: bytes
+    json: Any
+
+
+def read_body(scope: Mapping[str, Any]) -> ReadBody | None:
+    """The JSON body ``RequestLimits`` read for this request, if any."""
+    read = scope.get(READ_BODY)
+    return read if isinstance(read, ReadBody) else None
 
 
 class Problem(Exception):
@@ -123,10 +141,6 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(error, RequestValidationError)
         return _validation_problem(request, error)
 
-    async def problem(request: Request, error: Exception) -> Response:
-        assert isinstance(error, Problem)
-        return problem_response(error.status, error.title, error.detail, error.errors)
-
     async def http(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         # Starlette's 405 carries ``Allow`` (RFC 9110 §15.5.6); every header it sets is kept,
@@ -144,25 +158,37 @@ def install_handlers(app: FastAPI) -> None:
         return problem_response(error.status_code, str(error.detail), str(error.detail),
                                 headers=headers)
 
-    async def callgate(request: Request, error: Exception) -> Response:
-        status, title = _status_of(error)
-        if status >= 500:
-            LOGGER.warning("%s %s: %s", request.method, request.url.path, error)
-        return problem_response(status, title, public_message(error) if status >= 500
-                                else str(error))
-
-    async def unexpected(request: Request, error: Exception) -> Response:
-        LOGGER.exception("%s %s failed", request.method, request.url.path)
-        return problem_response(500, "Internal error", "the server failed on this request; "
-                                "its log has the details")
+    async def failed(request: Request, error: Exception) -> Response:
+        return error_response(request.method, request.url.path, error)
 
     app.add_exception_handler(RequestValidationError, validation)
-    app.add_exception_handler(Problem, problem)
+    app.add_exception_handler(Problem, failed)
     app.add_exception_handler(HTTPException, http)
-    for kind in (UnknownOperation, LeaseLost, OperationIdReused, StoreError, ConfirmationError,
-                 InputError):
-        app.add_exception_handler(kind, callgate)
-    app.add_exception_handler(Exception, unexpected)
+    for kind in CALLGATE_ERRORS:
+        app.add_exception_handler(kind, failed)
+    app.add_exception_handler(Exception, failed)
+
+
+CALLGATE_ERRORS = (UnknownOperation, LeaseLost, OperationIdReused, StoreError,
+                   ConfirmationError, InputError)
+
+
+def error_response(method: str, path: str, error: Exception) -> Response:
+    """The answer to an error a request's work raised: a ``Problem`` as it says, the
+    library's errors by their kind (``_status_of``), anything else a 500 whose details go to
+    the log only. The handlers answer with it, and so does ``POST /v1/decide`` ahead of
+    them (``api.DecideEndpoint``)."""
+    if isinstance(error, Problem):
+        return problem_response(error.status, error.title, error.detail, error.errors)
+    if isinstance(error, CALLGATE_ERRORS):
+        status, title = _status_of(error)
+        if status >= 500:
+            LOGGER.warning("%s %s: %s", method, path, error)
+        return problem_response(status, title, public_message(error) if status >= 500
+                                else str(error))
+    LOGGER.exception("%s %s failed", method, path, exc_info=error)
+    return problem_response(500, "Internal error", "the server failed on this request; its "
+                            "log has the details")
 
 
 def _status_of(error: Exception) -> tuple[int, str]:
@@ -235,29 +261,51 @@ class RequestLimits:
                                    [{"field": "content-type", "message": "application/json"}],
                                    close=True)
                 return
+        # One deadline bounds both: the body's arrival (408), then the answer (503). It is
+        # asyncio's own: the service runs on asyncio (uvicorn), and an anyio cancel scope
+        # cost as much per request as all the other bounds together.
+        reading, started = True, False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        loop = asyncio.get_running_loop()
         try:
-            with anyio.fail_after(self.body_timeout):
+            async with asyncio.timeout(self.body_timeout) as limit:
                 body, too_large = await self._read(receive)
+                reading = False
+                if too_large:
+                    await self._answer(send, 413, "Body too large", f"the body may have at "
+                                       f"most {self.max_body_bytes} bytes", close=True)
+                    return
+                if body and kind.lower() in JSON_TYPES:
+                    try:
+                        scope[READ_BODY] = ReadBody(body, strict_json(body))
+                    except Problem as refused:
+                        await self._answer(send, refused.status, refused.title,
+                                           refused.detail, refused.errors)
+                        return
+                limit.reschedule(loop.time() + self.timeout)
+                await self.app(scope, _replay(body, receive), tracked)
+                return
         except TimeoutError:
+            if not limit.expired():
+                raise  # the application's own, not this deadline's
+        if reading:
             LOGGER.warning("%s %s: the body did not arrive within %gs", scope.get("method"),
                            scope.get("path"), self.body_timeout)
             await self._answer(send, 408, "Body too slow",
                                f"the body did not arrive within {self.body_timeout:g}s",
                                [{"field": "body", "message": "send the whole body at once"}],
                                close=True)
-            return
-        if too_large:
-            await self._answer(send, 413, "Body too large", f"the body may have at most "
-                               f"{self.max_body_bytes} bytes", close=True)
-            return
-        if body and kind.lower() in JSON_TYPES:
-            try:
-                strict_json(body)
-            except Problem as refused:
-                await self._answer(send, refused.status, refused.title, refused.detail,
-                                   refused.errors)
-                return
-        await self._bounded(scope, _replay(body, receive), send)
+        elif not started:
+            LOGGER.warning("%s %s: no answer within %gs", scope.get("method"),
+                           scope.get("path"), self.timeout)
+            await self._answer(send, 503, "Request took too long",
+                               f"no answer within {self.timeout:g}s; the operation's receipt "
+                               "says what happened, claim it again to learn it")
 
     async def _read(self, receive: Receive) -> tuple[bytes, bool]:
         chunks, size = [], 0
@@ -272,23 +320,6 @@ class RequestLimits:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks), False
-
-    async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        with anyio.move_on_after(self.timeout) as scope_limit:
-            await self.app(scope, receive, tracked)
-        if scope_limit.cancelled_caught and not started:
-            LOGGER.warning("%s %s: no answer within %gs", scope.get("method"),
-                           scope.get("path"), self.timeout)
-            await self._answer(send, 503, "Request took too long",
-                               f"no answer within {self.timeout:g}s; the operation's receipt "
-                               "says what happened, claim it again to learn it")
 
     @staticmethod
     async def _answer(send: Send, status: int, title: str, detail: str,
@@ -321,11 +352,17 @@ def strict_json(body: bytes) -> Any:
                       [{"field": "body", "message": "not UTF-8"}]) from None
     try:
         if "\\ud" not in text and "\\uD" not in text:  # only an escape makes a lone surrogate
+            try:  # msgspec reads it, and its colons prove no key repeats, or json decides
+                value = _read_fast(text)
+                if not may_repeat_a_key(text, value):
+                    return value
+            except _FAST_REFUSALS:
+                pass
             try:
-                return json.loads(text, object_pairs_hook=_unique)
+                return _UNIQUE_KEYS.decode(text)
             except _Repeated:
                 pass  # read again below, which names the key and where it repeats
-        parsed = json.loads(text, object_pairs_hook=_Members)
+        parsed = _MEMBERS.decode(text)
         return _checked(parsed, "body")
     except json.JSONDecodeError as error:
         raise Problem(400, "Malformed JSON", f"the request body is not valid JSON: "
@@ -347,6 +384,15 @@ def _unique(members: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(found) != len(members):
         raise _Repeated
     return found
+
+
+# msgspec reads JSON several times faster than ``json`` with a hook per object; what it
+# refuses (NaN, 1e400, an integer past 64 bits) ``json`` reads, as it always has.
+_read_fast = msgspec.json.Decoder().decode
+_FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
+# Made once: ``json.loads`` with a hook makes a decoder and its scanner on every call.
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_unique)
+_MEMBERS = json.JSONDecoder(object_pairs_hook=_Members)
 
 
 def _checked(value: Any, where: str) -> Any:

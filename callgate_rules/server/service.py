@@ -160,11 +160,21 @@ class Service:
         return await anyio.to_thread.run_sync(self.pinned(work, records, serving),
                                               limiter=self.limiter, abandon_on_cancel=True)
 
-    def run_here(self, work: Callable[[], T], records: Mapping[str, Any] | None,
-                 serving: Serving) -> T:
-        """``work`` in this thread (the event loop's: it must block on nothing), as
-        ``run`` runs it."""
-        return self.pinned(work, records, serving)()
+    async def run_here(self, work: Callable[[], T], records: Mapping[str, Any] | None,
+                       serving: Serving) -> T:
+        """``work`` in this thread (the event loop's: it must block on nothing, and take a
+        bounded time), as ``run`` runs it, holding a place under the concurrency limit as
+        a worker does; when none is free now, it waits for one in a worker (``in_worker``)
+        like any other work."""
+        place = object()  # the borrower: the task may hold a worker's place too
+        try:
+            self.limiter.acquire_on_behalf_of_nowait(place)
+        except anyio.WouldBlock:
+            return await self.in_worker(work, records, serving)
+        try:
+            return self.pinned(work, records, serving)()
+        finally:
+            self.limiter.release_on_behalf_of(place)
 
     @staticmethod
     def pinned(work: Callable[[], T], records: Mapping[str, Any] | None,
@@ -186,7 +196,8 @@ class Service:
         try:
             yield
         finally:
-            self.metrics.requests.labels(endpoint).observe(time.perf_counter() - started)
+            self.metrics.labelled(self.metrics.requests, endpoint).observe(
+                time.perf_counter() - started)
 
     async def run_login(self, work: Callable[[], T]) -> T:
         """A sign-in's password check, on the sign-ins' own budget: at most

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -53,6 +53,22 @@ class ReviewStatus(StrEnum):
     OPEN = "open"
     TAKEN = "taken"
     RESOLVED = "resolved"
+
+
+Made = TypeVar("Made")
+
+
+def made(kind: type[Made], fields: dict[str, Any]) -> Made:
+    """The frozen dataclass ``kind`` whose fields are ``fields``, every one of them in the
+    order ``kind`` declares them, made without its ``__init__``, which sets each field
+    through ``object.__setattr__`` (about 4 µs for a receipt's 20; an executed write makes an
+    operation, an execution request, a claim and two receipts). It is the dataclass all the
+    same (``==``, ``repr``, ``replace`` and ``fields`` see these values);
+    ``tests/store/test_write_path.py`` and ``tests/pipeline/test_write_path_pipeline.py``
+    hold each kind made so equal to one made the ordinary way."""
+    value = object.__new__(kind)
+    object.__setattr__(value, "__dict__", fields)
+    return value
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ class DriverErrors(Generic[Opened]):
     """``with DriverErrors(store, opened) as value``: ``value`` is ``opened()``, and any
     error of the store's driver, opening it or in the block, is raised as ``StoreError``.
     A class rather than a generator (``contextlib.contextmanager``): a write enters one per
-    statement, and a generator's context costs about four times as much."""
+    statement, and a generator's context costs about four times as much. It keeps nothing
+    of one use, so one made once may be entered by any thread, and again inside itself."""
 
     __slots__ = ("store", "opened")
 

@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
@@ -54,6 +54,7 @@ from callgate_rules.store.base import (
     check_same_arguments,
     claim_outcome,
     lease_lost_message,
+    made,
     replayed_confirmation_outcome,
     resolved_error_class,
     stored_json,
@@ -90,6 +91,8 @@ SCOPED_REVIEWS = """
 # How often a claim or hold starts over when the receipt it collided with was purged before
 # it could be read; a purge only takes receipts finished long ago, so once is plenty.
 VANISHED_RETRIES = 3
+# Read once: on Python 3.11 ``EnumType.__getattr__`` slows every read of a member from its class.
+_CLAIMED = ClaimOutcome.CLAIMED
 # How many claims a store object keeps for their finishes (``SqlReceiptStore._held``): one
 # per write in flight, so far more than a process has threads.
 HELD_LIMIT = 4096
@@ -114,30 +117,33 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         # row back (``finish``). Bounded: a claim never finished is forgotten, not leaked.
         self._held: dict[str, Receipt] = {}
         self._rows = Rows(self._time_value, self._json_value, self._written_json)
+        self._driver_errors = DriverErrors(self, _nothing)  # stateless: made once
 
     def claim(
         self, op: NewOperation, *, worker: str, lease: timedelta, now: datetime
     ) -> Claim:
         now = as_utc(now)
+        lease_expires_at = now + lease
         arguments, actor = stored_json(op.arguments), stored_json(op.actor)
-        parameters = {**_operation_parameters(op, arguments[0], actor[0]),
-                      **self._lease(worker, lease, now)}
+        parameters = _operation_parameters(op, arguments[0], actor[0],
+                                           self._lease(worker, lease_expires_at, now))
         # The common case, a new operation ID, is one statement committed on its own; the
         # primary key decides, so a concurrent claim of the same ID finds the row below. It
         # may be sent twice (``_sent``): a second INSERT of a row the first made creates
         # nothing, and the row is then decided below like anyone's (busy, as its lease is
         # live), so a lost connection never makes a second holder.
-        if self._sent(self._sql.insert_new_claim, parameters).written == 1:
-            return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.new_claim(
+        written, _, _ = self._sent(self._sql.insert_new_claim, parameters)
+        if written == 1:
+            return self._holding(_CLAIMED, self._rows.new_claim(
                 op, worker=worker, arguments=arguments, actor=actor, now=now,
-                lease_expires_at=now + lease)))
+                lease_expires_at=lease_expires_at))
         # The ID exists: decide under the row lock. A receipt purged between the INSERT and
         # the SELECT sends us round once more.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
                 created = self._written(cursor, self._sql.insert_claimed, parameters)
                 if created is not None:
-                    return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.receipt(created)))
+                    return self._holding(_CLAIMED, self._rows.receipt(created))
                 existing = self._existing(cursor, self._sql.lock_receipt, op)
                 if existing is None:
                     continue
@@ -145,12 +151,13 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
                 if outcome in (ClaimOutcome.BUSY, ClaimOutcome.EXISTING):
                     return Claim(outcome, existing)
                 taken = self._written(cursor, self._sql.take_over, parameters)
-                return self._holding(Claim(outcome, self._rows.receipt(_required(taken))))
+                return self._holding(outcome, self._rows.receipt(_required(taken)))
         raise StoreError(f"receipt {op.operation_id!r} kept vanishing while being claimed")
 
     def renew(self, operation_id: str, *, worker: str, lease: timedelta, now: datetime) -> Receipt:
         now = as_utc(now)
-        parameters = {"operation_id": operation_id, **self._lease(worker, lease, now)}
+        parameters = {"operation_id": operation_id,
+                      **self._lease(worker, now + lease, now)}
         renewed = self._write_one(self._sql.renew, parameters)
         if renewed is None:
             raise LeaseLost(lease_lost_message(operation_id, worker))
@@ -170,22 +177,24 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         check_outcome_state(state)
         now = as_utc(now)
         stored_result = None if result is None else stored_json(result)
+        held = self._held.pop(operation_id, None)
         parameters = {
             "operation_id": operation_id, "worker": worker, "state": state.value,
             "result": None if stored_result is None else stored_result[0],
             "error_class": error_class, "detail": detail, "now": self._time_parameter(now),
+            # the fence of ``finish_held`` (the general finish names no attempt)
+            "attempts": None if held is None else held.attempts,
         }
-        held = self._held.pop(operation_id, None)
         if held is not None and held.lease_owner == worker:
             # The common case, the claim this store object made: one statement fenced by the
             # lease and the claim's attempt, its row count all that comes back. It may be
             # sent twice (``_sent``): a second matches nothing when the first landed, and the
             # row then shows it did.
-            sent = self._sent(self._sql.finish_held, {**parameters, "attempts": held.attempts})
-            if sent.written == 1:
+            written, _, again = self._sent(self._sql.finish_held, parameters)
+            if written == 1:
                 return self._rows.finished(held, parameters, state=state, at=now,
                                            result=stored_result)
-            landed = self.get(operation_id) if sent.again else None
+            landed = self.get(operation_id) if again else None
             if landed is not None and self._rows.is_finish_of(landed, parameters, held):
                 return landed
             # Not at that attempt: the claim was taken over since, so ``held`` no longer says
@@ -197,10 +206,10 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
                 raise LeaseLost(lease_lost_message(operation_id, worker))
             return self._rows.receipt(finished)
         # One statement, fenced by the lease, so it may be sent twice, as above.
-        sent = self._sent(self._sql.finish.statement, parameters)
-        if sent.rows:
-            return self._rows.receipt(sent.rows[0])
-        landed = self.get(operation_id) if sent.again else None
+        _, rows, again = self._sent(self._sql.finish.statement, parameters)
+        if rows:
+            return self._rows.receipt(rows[0])
+        landed = self.get(operation_id) if again else None
         if landed is not None and self._rows.is_finish_of(landed, parameters, held):
             return landed
         raise LeaseLost(lease_lost_message(operation_id, worker))
@@ -210,9 +219,9 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     ) -> Receipt:
         stored_now = self._time_parameter(now)
         expires = self._time_parameter(expires_at)
-        parameters = {**_operation_parameters(op, canonical_json(op.arguments),
-                                              canonical_json(op.actor)),
-                      "expires_at": expires, "now": stored_now, "detail": detail}
+        parameters = _operation_parameters(
+            op, canonical_json(op.arguments), canonical_json(op.actor),
+            {"expires_at": expires, "now": stored_now, "detail": detail})
         # As in ``claim``: a receipt purged before it could be read sends us round again.
         for _ in range(VANISHED_RETRIES):
             with self._write() as cursor:
@@ -236,14 +245,14 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         now = as_utc(now)
         parameters = {
             "operation_id": operation_id, "confirmed_by": confirmed_by,
-            **self._lease(worker, lease, now),
+            **self._lease(worker, now + lease, now),
         }
         with self._write() as cursor:
             # The state condition is re-checked after any concurrent confirmation commits, so
             # of two replays of one confirmation only the first matches.
             claimed = self._written(cursor, self._sql.claim_confirmed, parameters)
             if claimed is not None:
-                return self._holding(Claim(ClaimOutcome.CLAIMED, self._rows.receipt(claimed)))
+                return self._holding(_CLAIMED, self._rows.receipt(claimed))
             execute(cursor, self._sql.select_receipt, parameters)
             row = cursor.fetchone()
         if row is None:
@@ -461,18 +470,19 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         return str(error)
 
     def _errors_as_store_errors(self) -> DriverErrors[None]:
-        return DriverErrors(self, _nothing)
+        return self._driver_errors
 
     def _store_error(self, error: Exception) -> StoreError:
         return StoreError(f"receipt store {self.url}: {self._describe_error(error)}")
 
     # Parameters and rows -------------------------------------------------------------------
 
-    def _lease(self, worker: str, lease: timedelta, now: datetime) -> dict[str, Any]:
-        """The parameters of a lease ``worker`` takes at ``now`` (in UTC) for ``lease``."""
+    def _lease(self, worker: str, expires_at: datetime, now: datetime) -> dict[str, Any]:
+        """The parameters of a lease ``worker`` takes at ``now`` until ``expires_at`` (both
+        in UTC)."""
         return {
             "worker": worker,
-            "lease_expires_at": self._time_parameter(now + lease),
+            "lease_expires_at": self._time_parameter(expires_at),
             "now": self._time_parameter(now),
         }
 
@@ -493,7 +503,8 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         return _required(cursor.fetchone())
 
     def _sent(self, query: Query, parameters: Mapping[str, Any]) -> Sent:
-        """``query`` committed on its own. When its connection was lost, so that whether it
+        """``query`` committed on its own: the rows it wrote, the rows it returned, and
+        whether it was sent a second time. When its connection was lost, so that whether it
         ran is unknown, it is sent once more on a fresh connection (the pool replaces a dead
         one): only for statements that may be sent twice, as the claim's INSERT and the
         finish's fenced UPDATE may."""
@@ -507,20 +518,22 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     def _send(self, query: Query, parameters: Mapping[str, Any], *, again: bool) -> Sent:
         with self._statement() as cursor:
             execute(cursor, query, parameters)
-            # Read to the end: SQLite commits an autocommitted statement once it is done.
-            rows = cursor.fetchall() if query.returns_rows else []
-            return Sent(len(rows) if rows else cursor.rowcount, rows, again)
+            if query.returns_rows:
+                # Read to the end: SQLite commits an autocommitted statement once it is done.
+                rows = cursor.fetchall()
+                return len(rows), rows, again
+            return cursor.rowcount, [], again
 
-    def _holding(self, claim: Claim) -> Claim:
-        """``claim``, its receipt kept for the finish when it holds the lease."""
+    def _holding(self, outcome: ClaimOutcome, receipt: Receipt) -> Claim:
+        """The claim of ``receipt``, which holds the lease, kept for its finish."""
         held = self._held
         if len(held) >= HELD_LIMIT:  # claims never finished (their holders failed)
             try:
                 del held[next(iter(held))]  # the oldest
             except (RuntimeError, StopIteration, KeyError):  # another thread changed it
                 held.clear()
-        held[claim.receipt.operation_id] = claim.receipt
-        return claim
+        held[receipt.operation_id] = receipt
+        return made(Claim, {"outcome": outcome, "receipt": receipt})
 
     def _write_one(self, write: Write, parameters: Mapping[str, Any]) -> Row | None:
         """``write`` on its own: with ``RETURNING`` one autocommitted statement, else in a
@@ -541,13 +554,9 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
         check_same_arguments(existing, op)
         return existing
 
-class Sent(NamedTuple):
-    """What one statement committed on its own did."""
-
-    written: int  # rows it wrote
-    rows: list[Row]  # rows it returned
-    again: bool  # it was sent a second time, its first connection lost
-
+# What one statement committed on its own did (``_sent``): the rows it wrote, the rows it
+# returned, whether it was sent again. A plain tuple costs a quarter of a NamedTuple's.
+Sent = tuple[int, list[Row], bool]
 
 
 def _nothing() -> None:
@@ -570,17 +579,13 @@ def pending_migrations(
     return [(version, statements) for version, statements in migrations if version > current]
 
 
-def _operation_parameters(op: NewOperation, arguments: str, actor: str) -> dict[str, Any]:
-    """The parameters of ``op``'s receipt, its arguments and actor as canonical JSON."""
-    return {
-        "operation_id": op.operation_id,
-        "request_id": op.request_id,
-        "tool": op.tool,
-        "contract_version": op.contract_version,
-        "args_hash": op.args_hash,
-        "arguments": arguments,
-        "actor": actor,
-    }
+def _operation_parameters(op: NewOperation, arguments: str, actor: str,
+                          more: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters of ``op``'s receipt, its arguments and actor as canonical JSON, and
+    ``more``."""
+    return {"operation_id": op.operation_id, "request_id": op.request_id, "tool": op.tool,
+            "contract_version": op.contract_version, "args_hash": op.args_hash,
+            "arguments": arguments, "actor": actor, **more}
 
 
 def _required(row: Row | None) -> Row:

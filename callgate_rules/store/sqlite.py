@@ -16,13 +16,14 @@ its canonical text.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from callgate_rules.errors import StoreConfigError, StoreError
@@ -163,7 +164,8 @@ def _text(moment: datetime) -> str:
     executed write writes three; the day's text kept and the time of day put after it cost
     about 5,400."""
     global _day
-    moment = as_utc(moment)
+    if moment.tzinfo is not UTC:  # nearly always is (``as_utc``, without its call)
+        moment = as_utc(moment)
     ordinal = moment.toordinal()
     day = _day
     if day[0] != ordinal:
@@ -203,6 +205,14 @@ class SqliteStore(SqlReceiptStore):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._closed = False
+        # What ``_statement``, ``_lease_statement`` and ``_read`` enter: stateless, so made
+        # once and shared by every thread (one made per statement cost about 3,000
+        # instructions).
+        self._statements = DriverErrors(
+            self, functools.partial(self._kept_cursor, "connection", "FULL"))
+        self._lease_statements = DriverErrors(
+            self, functools.partial(self._kept_cursor, "lease_connection", "NORMAL"))
+        self._reads = DriverErrors(self, self._cursor)
         try:
             # WAL is a property of the file: set once here, every later connection uses it.
             self._connection().execute("PRAGMA journal_mode=WAL")
@@ -329,18 +339,12 @@ class SqliteStore(SqlReceiptStore):
     def _statement(self) -> DriverErrors[sqlite3.Cursor]:
         # No BEGIN: each statement takes the write lock (waiting out the busy timeout) and
         # commits, durably, when it is done.
-        return DriverErrors(self, self._statement_cursor)
+        return self._statements
 
     def _lease_statement(self) -> DriverErrors[sqlite3.Cursor]:
         # A run lease is atomic, not durable (``SqlReceiptStore._lease_statement``): in WAL
         # mode synchronous=NORMAL commits without an fsync, on a connection of its own.
-        return DriverErrors(self, self._lease_cursor)
-
-    def _statement_cursor(self) -> sqlite3.Cursor:
-        return self._kept_cursor("connection", "FULL")
-
-    def _lease_cursor(self) -> sqlite3.Cursor:
-        return self._kept_cursor("lease_connection", "NORMAL")
+        return self._lease_statements
 
     def _kept_cursor(self, kind: str, synchronous: str) -> sqlite3.Cursor:
         """The cursor of this thread's ``kind`` connection for statements committed on
@@ -355,7 +359,7 @@ class SqliteStore(SqlReceiptStore):
         return cursor
 
     def _read(self) -> DriverErrors[sqlite3.Cursor]:
-        return DriverErrors(self, self._cursor)
+        return self._reads
 
     def _cursor(self) -> sqlite3.Cursor:
         return self._connection().cursor()

@@ -408,6 +408,9 @@ def test_limit_path_is_declared(path: str, route: Route, tmp_path: Path,
     decision = gate.handle(Calls.follow_up(), actor=dana, request_id="r1")
     assert (decision.route, decision.limit_path) == (route, path)
     assert decision.log["retries"] == 3 and simulator.write_count() == 0
+    # a hand-over names its review where every ending does (the service and gateway read it)
+    assert decision.extra.get("review_id") == decision.log.get("review_id")
+    assert (decision.extra.get("review_id") is not None) == (path == "hand_over")
     assert bool(gate.store.list_reviews()) == (route == Route.REVIEW)
 
 

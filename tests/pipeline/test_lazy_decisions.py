@@ -20,7 +20,7 @@ from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.pipeline.decision import MESSAGE_FIELDS
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.store import MemoryStore
-from tests.conftest import Calls
+from tests.conftest import Calls, Reference
 
 
 def read_all(decision: Any) -> dict[str, Any]:
@@ -339,3 +339,53 @@ def test_a_decision_without_a_record_is_given_its_words() -> None:
         Decision(Route.REFUSE, None)
     given = Decision(Route.REFUSE, None, agent_message="a", user_message="u", log={})
     assert (given.agent_message, given.user_message, dict(given.log)) == ("a", "u", {})
+
+
+def test_replace_copies_as_the_constructor_would(gate: Gate, dana: dict[str, Any],
+                                                 now: Any) -> None:
+    """``replace`` sets its changes over a copy of the decision's attributes: the original
+    is untouched, None means what the constructor makes of it, an unknown field is refused,
+    and the copy equals one the constructor makes of the same fields."""
+    from callgate_rules import Decision, Route
+
+    decision = gate.check(Calls.follow_up(), actor=dana, now=now)
+    before = decision.fields()
+    changed = decision.replace(route=Route.REVIEW, extra={"review_id": "r-1"}, versions=None,
+                               trace=())
+    assert decision.fields() == before
+    assert (changed.route, dict(changed.extra), changed.versions, changed.trace) == (
+        Route.REVIEW, {"review_id": "r-1"}, {}, ())
+    assert dict(changed.replace(extra=None).extra) == {}
+    assert changed.replace(extra=None).extra is Decision.extra  # the shared, read-only one
+    rebuilt = Decision(**{**changed.fields(), "extra": changed.extra})
+    assert rebuilt == changed
+    with pytest.raises(TypeError, match="no field colour"):
+        decision.replace(colour="red")
+
+
+def test_counting_a_decision_reads_what_its_log_would_say(reference_world: Any,
+                                                          dana: dict[str, Any]) -> None:
+    """``Decision.counted()`` gives the counters what the whole log would, for every kind of
+    decision, without building the log (an executed call's facts, or the record's)."""
+    from collections import Counter
+
+    from callgate_rules import decision_log
+
+    clock = FakeClock(datetime(2026, 11, 29, 12, tzinfo=UTC))
+    config = load([Reference.contracts, Reference.policies])
+    simulator = Simulator(reference_world, faults_by_tool(
+        {"createFollowUp": {"timeout_after_applying": 1}}))
+    gate = Gate(config, executors=simulator.executors(), finder=simulator.find,
+                resolvers=WorldResolvers(reference_world), store=MemoryStore(), clock=clock,
+                sleep=clock.sleep)
+    calls = [Calls.follow_up(), Calls.follow_up(ticketId="T-2001"),
+             Calls.follow_up(dueAt="2026-01-01T00:00:00Z"), Calls.plain("nope", {}),
+             Calls.plain("createFollowUp", "{not json"), Calls.follow_up(ticketId="T-404"),
+             Calls.follow_up(assigneeId="U-7", ticketId="T-1002")]
+    run = Run(started_at=clock())
+    for number, call in enumerate(calls):
+        decision = gate.handle(call, actor=dana, request_id=f"r{number}", run=run)
+        from_record, from_log = Counter[str](), Counter[str]()
+        decision_log.count(from_record, decision.counted())
+        decision_log.count(from_log, decision.log)
+        assert from_record == from_log, (call, decision.route, decision.error_class)

@@ -131,6 +131,33 @@ def test_a_tool_not_in_the_intent_and_a_required_tool_without_one(config: GateCo
         read.log["detail"])
 
 
+def test_a_call_handled_in_no_run_reads_no_intent_and_no_history(config: GateConfig) -> None:
+    """A run ``handle`` makes itself is new: nothing can have been declared or recorded for
+    it, so the store is not asked (a read per write, for nothing), and the call is judged
+    as one in no run: a tool that requires an intent still waits for a person."""
+    class Counting(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[str] = []
+
+        def run_intent(self, run_id: str) -> Any:
+            self.asked.append("intent")
+            return super().run_intent(run_id)
+
+        def history_changes(self, *arguments: Any, **named: Any) -> Any:
+            self.asked.append("history")
+            return super().history_changes(*arguments, **named)
+
+    store = Counting()
+    gate = gate_of(config, store)
+    decided = gate.handle(pay(), actor=HOLDER, request_id="r0")
+    assert decided.route == Route.AWAIT_CONFIRMATION
+    assert "needs an intent for the run, and none was declared" in decided.log["detail"]
+    assert store.asked == []
+    gate.handle(pay(), actor=HOLDER, request_id="r1", run=Run(started_at=T0))
+    assert "intent" in store.asked  # a run the host names is read, as before
+
+
 def test_other_routes_and_rules_that_read_the_intent() -> None:
     refusing = gate_of(configuration(outside="refuse"))
     run = Run(started_at=T0)

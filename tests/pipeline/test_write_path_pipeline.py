@@ -378,3 +378,35 @@ def test_an_executed_calls_log_reads_as_it_was_when_the_call_ended(
     assert log["elapsed_ms"] <= took_ms  # taken when the call ended, not when it was read
     assert [entry.step for entry in decision.trace][-1] == "route"
     assert decision.log is log  # built once
+
+
+def test_the_operation_and_the_executors_request_are_the_ordinary_dataclasses(
+        reference_world: dict[str, Any], dana: dict[str, Any]) -> None:
+    """``NewOperation`` and ``ExecutionRequest`` are made without their frozen
+    ``__init__`` (``store.base.made``): each equals, reprs and replaces as one made the
+    ordinary way, with every field present in its order."""
+    import dataclasses
+
+    from callgate_rules.store.base import NewOperation
+
+    received: list[ExecutionRequest] = []
+
+    def executor(request: ExecutionRequest) -> dict[str, Any]:
+        received.append(request)
+        return {"id": "F-1", **request.arguments}  # what verify checks
+
+    clock = FakeClock(datetime(2026, 11, 29, 12, tzinfo=UTC))
+    gate = Gate(load([CONTRACTS, POLICIES]), executors={"createFollowUp": executor},
+                resolvers=WorldResolvers(reference_world), store=MemoryStore(), clock=clock)
+    decision, progress = gate.decide_steps(Calls.follow_up(), dana, clock(), request_id="r1")
+    machine = gate.write_machine(progress, dana, "r1")
+    assert gate.plans.router.ended(decision, progress, machine.run(),
+                                   machine.operation.operation_id).route == Route.RETURN_RESULT
+    for made_here, kind in ((machine.operation, NewOperation), (received[0], ExecutionRequest)):
+        ordinary = kind(**{f.name: getattr(made_here, f.name)
+                           for f in dataclasses.fields(kind)})  # type: ignore[arg-type]
+        assert list(vars(made_here)) == [f.name for f in dataclasses.fields(kind)]
+        assert made_here == ordinary and repr(made_here) == repr(ordinary)
+        assert dataclasses.replace(made_here) == ordinary
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made_here.tool = "other"  # type: ignore[misc]

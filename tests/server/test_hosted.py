@@ -56,6 +56,8 @@ def test_claim_execute_finish_then_the_receipt(hosted: tuple[HostedWrites, FakeC
     flow, _ = hosted
     decided = flow.decide(payment(), actor=DANA, request_id="r1", session=SESSION)
     assert decided.route == Route.EXECUTE and decided.operation_id
+    assert decided.log["operation_id"] == decided.operation_id  # worked out when read
+    assert decided.counted()["route"] == "execute"
     step = flow.claim(payment(), actor=DANA, request_id="r1", session=SESSION)
     assert step.action == Action.EXECUTE and step.operation_id == decided.operation_id
     assert step.lease and step.deadline and step.arguments == payment()["arguments"]

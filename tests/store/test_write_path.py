@@ -30,7 +30,13 @@ from callgate_rules.store import (
     ReceiptStore,
     SqliteStore,
 )
-from callgate_rules.store.base import Receipt, canonical_json, read_stored_json, stored_json
+from callgate_rules.store.base import (
+    Claim,
+    Receipt,
+    canonical_json,
+    read_stored_json,
+    stored_json,
+)
 from callgate_rules.store.postgres import as_jsonb_gives_back
 from callgate_rules.store.sqlite import RETURNING_SQLITE, _text
 from tests.store.conftest import empty_postgres_tables
@@ -58,6 +64,10 @@ def test_a_new_claim_is_one_statement_and_its_receipt_is_the_stored_one(
     assert claim.outcome is ClaimOutcome.CLAIMED
     assert len(statements) == 1 and statements[0].startswith("INSERT INTO callgate_receipts")
     assert claim.receipt == store.get("op-new")
+    # made without the dataclass's __init__ (``store.rows.made``), and the same all the same
+    ordinary = Claim(ClaimOutcome.CLAIMED, claim.receipt)
+    assert (claim, repr(claim)) == (ordinary, repr(ordinary))
+    assert claim.may_execute
 
 
 def test_a_finish_is_one_statement(traced: tuple[SqliteStore, list[str]]) -> None:
@@ -234,10 +244,10 @@ def test_a_finish_after_a_take_over_by_a_worker_of_the_same_name_reads_its_row(
 def assert_read_alike(built: Any, read: Any) -> None:
     """Equal, and equal in every JSON value's spelling: ``==`` takes 1e16 for 10**16, and a
     reader of the JSON does not (keys' order aside: jsonb keeps its own). Both are whole
-    receipts, every field present, as the dataclass's own ``__init__`` makes them (the
-    stores make theirs without it: ``store.rows._receipt``)."""
+    receipts, every field present in its order, as the dataclass's own ``__init__`` makes
+    them (the stores make theirs without it: ``store.rows.made``)."""
     for receipt in (built, read):
-        assert set(vars(receipt)) == {field.name for field in dataclasses.fields(Receipt)}
+        assert list(vars(receipt)) == [field.name for field in dataclasses.fields(Receipt)]
         assert Receipt(**vars(receipt)) == receipt
     assert built == read
     for field in ("arguments", "actor", "result"):
