@@ -265,12 +265,13 @@ class Gate(ClosesItsStore, KeepsRuns):
             if plan.reads_history:  # the run so far (and its approvals), for the rules
                 read_run(self, contract, run, history, now,
                          hold=hold, variables=progress.variables)
-            judged = intents.NOT_JUDGED if config.routing.intent is None else intents.judgement(
+            judged = None if config.routing.intent is None else intents.judgement(
                 self, plan, call.arguments, run=run, history=history, hold=hold, now=now,
                 variables=progress.variables)
             # 3 VALIDATE, 4 AUTHORIZE: the tool's plan, then within what the user asked
-            outcome = judged.routed(plan.decide(call.arguments, actor, now, self.resolvers,
-                                                progress))
+            outcome = plan.decide(call.arguments, actor, now, self.resolvers, progress)
+            if judged is not None:
+                outcome = judged.routed(outcome)
         except Rejection as raised:
             # Its messages are rendered when first read and keep it until then; its
             # traceback would keep every frame of the steps with it.

@@ -206,8 +206,8 @@ class IntentPlan(Protocol):
 def judgement(host: IntentHost, plan: IntentPlan, arguments: Mapping[str, Any], *,
               run: Run | None, history: Sequence[HistoryEntry] | None, hold: RunHold | None,
               now: datetime, variables: dict[str, Any]) -> Judgement:
-    """The call's judgement by its run's intent, with intents on (``NOT_JUDGED`` stands
-    for it when they are off), judged now when the tool's rules read ``intent``."""
+    """The call's judgement by its run's intent, with intents on (off, there is none),
+    judged now when the tool's rules read ``intent``."""
     judged = Judgement(host, plan.contract, arguments, run=run, history=history, hold=hold,
                        now=now, variables=variables)
     if plan.reads_intent:
@@ -245,17 +245,6 @@ class Judgement:
                                != ErrorClass.CONFIRMATION_REQUIRED):
             return outcome
         return routed(outcome, self.contract, self.judge(), routing)
-
-
-class NotJudged:
-    """The judgement of a configuration without run intents: every outcome as it is."""
-
-    @staticmethod
-    def routed(outcome: str | Rejection) -> str | Rejection:
-        return outcome
-
-
-NOT_JUDGED = NotJudged()
 
 
 def ran(entry: HistoryEntry) -> bool:

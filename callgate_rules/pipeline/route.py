@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from callgate_rules.documents.model import Contract, GateConfig
@@ -59,6 +60,9 @@ def confirmation_rule(contract: Contract) -> str:
 
 
 _ROUTED_TO_EXECUTE = ("route", "allowed", str(Route.EXECUTE))
+# ``Decided._make(fields)`` without its Python-level length check: one C call, and the one
+# caller lists every field in order
+_decided = partial(tuple.__new__, Decided)
 
 
 class Router:
@@ -131,7 +135,7 @@ class Router:
                                        for c in self.config.contracts.values()}}
         more = (as_decided(progress.variables, rejection.more_reads)
                 if rejection is not None and rejection.more_reads else None)
-        decided = Decided._make((  # its fields in their order (``Decided``)
+        decided = _decided((  # its fields in their order (``Decided``)
             route, error_class, rule, detail, rejection,  # the verdict
             contract, call, versions,  # what it was about, and what it read, as decided on:
             dict(actor), dict(arguments) if arguments is not None else None,  # copies

@@ -389,3 +389,15 @@ def test_counting_a_decision_reads_what_its_log_would_say(reference_world: Any,
         decision_log.count(from_record, decision.counted())
         decision_log.count(from_log, decision.log)
         assert from_record == from_log, (call, decision.route, decision.error_class)
+
+
+def test_the_record_holds_every_field_of_decided(gate: Gate, dana: dict[str, Any],
+                                                  now: Any) -> None:
+    """``Router._decision`` makes ``Decided`` from its fields in order, without
+    ``_make``'s check: the record of an allowed and of a refused call has each of them."""
+    from callgate_rules.pipeline.decision import Decided
+
+    for call in (Calls.follow_up(), Calls.follow_up(ticketId="T-2001")):
+        decided = gate.check(call, actor=dana, now=now).decided
+        assert decided is not None and len(decided) == len(Decided._fields)
+        assert decided == Decided(*decided)
