@@ -344,13 +344,19 @@ def concurrently(servers: Servers, server: str, concurrency: int,
         with lock:
             latencies.extend(mine)
 
+    return latencies, in_threads(client, concurrency)
+
+
+def in_threads(client: Callable[[int], None], concurrency: int) -> float:
+    """Seconds ``client(0)`` … ``client(concurrency - 1)`` took, each in a thread of its
+    own, all started together."""
     threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
     began = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies, time.monotonic() - began
+    return time.monotonic() - began
 
 
 def floor_rows(quick: bool) -> list[str]:
@@ -392,13 +398,8 @@ def drive(label: str, urls: list[str], work: str, concurrency: int,
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
-    began = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return Result(label, len(latencies), time.monotonic() - began, latencies)
+    took = in_threads(client, concurrency)
+    return Result(label, len(latencies), took, latencies)
 
 
 def one(http: httpx.Client, work: str) -> None:

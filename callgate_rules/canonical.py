@@ -104,6 +104,25 @@ def _hash_of(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()
 
 
+# msgspec reads JSON about four times faster than the standard library. It refuses a few
+# texts the standard library reads (NaN, 1e400, an escaped lone surrogate) and its errors
+# name bytes, not lines: a reader that meets ``REFUSED`` reads the text with ``json``.
+_read_with_msgspec = msgspec.json.Decoder().decode
+FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
+REFUSED: Any = object()
+
+
+def read_fast(text: str) -> Any:
+    """``text``'s JSON value as msgspec reads it, or ``REFUSED``; whether an object in it
+    repeats a key is for ``may_repeat_a_key`` to say."""
+    if type(text) is str:  # msgspec takes no str subclass
+        try:
+            return _read_with_msgspec(text)
+        except FAST_REFUSALS:
+            pass
+    return REFUSED
+
+
 # the decoded value written back, for its colons (``may_repeat_a_key``)
 _write_compact = msgspec.json.Encoder().encode
 

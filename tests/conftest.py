@@ -105,6 +105,23 @@ class Calls:
         return cls.plain("createFollowUp", cls.follow_up_args(**changes))
 
 
+class Destination:
+    """A destination of writes for tests: every write it was asked to make, in order, each
+    answered with a new ID, for the ``tools`` given."""
+
+    def __init__(self, *tools: str) -> None:
+        self.tools = tools
+        self.writes: list[tuple[str, dict[str, Any]]] = []
+
+    def executors(self) -> dict[str, Any]:
+        def executor(tool: str) -> Any:
+            def execute(request: Any) -> dict[str, Any]:  # an ExecutionRequest
+                self.writes.append((tool, dict(request.arguments)))
+                return {"id": f"tx-{len(self.writes)}"}
+            return execute
+        return {tool: executor(tool) for tool in self.tools}
+
+
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 

@@ -31,7 +31,14 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgspec
 
-from callgate_rules.canonical import RepeatedKey, may_repeat_a_key, unique_keys
+from callgate_rules.canonical import (
+    FAST_REFUSALS,
+    REFUSED,
+    RepeatedKey,
+    may_repeat_a_key,
+    read_fast,
+    unique_keys,
+)
 from callgate_rules.documents.model import InputLimits
 from callgate_rules.pipeline.decision import RawTraceEntry
 from callgate_rules.pipeline.outcome import Rejection
@@ -82,14 +89,9 @@ def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
     return calls
 
 
-# msgspec reads JSON about four times faster than the standard library, and a decision reads
-# two JSON texts. It refuses a few texts the standard library reads (NaN, 1e400, an escaped
-# lone surrogate) and its errors name bytes, not lines: whatever it refuses goes to
-# ``json.loads``, which then decides, so a text means exactly what it means to ``json``
-# (tests/pipeline/test_json_decoding.py holds the two to that).
-_fast_decode = msgspec.json.Decoder().decode
-_FAST_REFUSALS = (msgspec.DecodeError, RecursionError, UnicodeError)
-_REFUSED = object()
+# A decision reads two JSON texts, msgspec first (``canonical.read_fast``): whatever it
+# refuses goes to ``json.loads``, which then decides, so a text means exactly what it means
+# to ``json`` (tests/pipeline/test_json_decoding.py holds the two to that).
 
 
 def entry(calls: list[ProposedCall]) -> RawTraceEntry:
@@ -121,8 +123,8 @@ def read_json(text: str, what: str, *, finite: bool = False) -> Any:
     """The model's JSON text as the gate reads it (see the module's docstring): malformed
     when it is not JSON or an object repeats a key; with ``finite``, ``NonFiniteNumber``
     for the first number JSON cannot carry. ``what`` names the text with its verb."""
-    value = _decode_fast(text)
-    if value is _REFUSED:
+    value = read_fast(text)
+    if value is REFUSED:
         value = _decode_exact(text, what)
         if finite:  # msgspec refuses every text that holds such a number: only here
             refuse_non_finite(value)
@@ -144,7 +146,7 @@ def read_flat_object(text: str, what: str) -> dict[str, Any] | None:
         return None
     try:
         value = _decode_flat(text)
-    except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
+    except FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
         return None
     if may_repeat_a_key(text, value):
         _refuse_repeated_key(text, what)
@@ -200,7 +202,7 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
         return None
     try:
         message = _decode_chat(text)
-    except _FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
+    except FAST_REFUSALS:  # another shape (a ValidationError is a DecodeError), or not JSON
         return None
     item = message.tool_calls[0]
     function = item.function
@@ -217,17 +219,8 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
 def decode_json(text: str, what: str) -> Any:
     """``json.loads`` with every way it can fail turned into ``malformed``; ``what`` names
     the text with its verb ("arguments are")."""
-    value = _decode_fast(text)
-    return _decode_exact(text, what) if value is _REFUSED else value
-
-
-def _decode_fast(text: str) -> Any:
-    if type(text) is str:  # msgspec takes no str subclass
-        try:
-            return _fast_decode(text)
-        except _FAST_REFUSALS:
-            pass
-    return _REFUSED
+    value = read_fast(text)
+    return _decode_exact(text, what) if value is REFUSED else value
 
 
 def _decode_exact(text: str, what: str) -> Any:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from callgate_rules.store.base import as_utc, canonical_json, read_stored_json
-from callgate_rules.store.statements import Cursor, Dialect, Query, execute, render
+from callgate_rules.store.statements import Dialect, Query, StorePart, execute, render
 
 
 @dataclass(frozen=True)
@@ -145,24 +144,10 @@ class IntentStatements:
                    render(NARROWED_INTENT, dialect), render(PURGE_INTENTS, dialect))
 
 
-class SqlRunIntents:
+class SqlRunIntents(StorePart):
     """The run-intent methods of ``store.sql.SqlReceiptStore``."""
 
     _intent_sql: ClassVar[IntentStatements]
-
-    if TYPE_CHECKING:  # supplied by SqlReceiptStore and its dialects
-        def _statement(self) -> AbstractContextManager[Cursor]: ...
-
-        def _read(self) -> AbstractContextManager[Cursor]: ...
-
-        @staticmethod
-        def _time_parameter(moment: datetime, /) -> Any: ...
-
-        @staticmethod
-        def _time_value(stored: Any, /) -> datetime: ...
-
-        @staticmethod
-        def _json_value(stored: Any, /) -> Any: ...
 
     def run_intent(self, run_id: str) -> StoredIntent | None:
         with self._read() as cursor:

@@ -19,29 +19,16 @@ from callgate_rules.store.history import (
     HistoryEntry,
     HistoryStatements,
 )
-from callgate_rules.store.statements import Cursor, Row, execute
+from callgate_rules.store.statements import Cursor, Row, StorePart, execute
 
 
-class SqlRunHistory:
+class SqlRunHistory(StorePart):
     """The run history's methods of ``SqlReceiptStore`` (see the module's docstring)."""
 
     _history_sql: ClassVar[HistoryStatements]
 
     if TYPE_CHECKING:  # supplied by SqlReceiptStore and its dialects
-        def _statement(self) -> AbstractContextManager[Cursor]: ...
-
-        def _read(self) -> AbstractContextManager[Cursor]: ...
-
         def _lease_statement(self) -> AbstractContextManager[Cursor]: ...
-
-        @staticmethod
-        def _time_parameter(moment: datetime, /) -> Any: ...
-
-        @staticmethod
-        def _time_value(stored: Any, /) -> datetime: ...
-
-        @staticmethod
-        def _json_value(stored: Any, /) -> Any: ...
 
     def record_history(self, entry: HistoryEntry) -> None:
         executed_at = entry.executed_at

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from operator import itemgetter
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 
 class Row(Protocol):
@@ -34,6 +36,26 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
+
+
+class StorePart:
+    """A part of ``store.sql.SqlReceiptStore`` kept in a module of its own (its run
+    history, its run intents): what it uses of the store, which the store and its dialects
+    supply."""
+
+    if TYPE_CHECKING:
+        def _statement(self) -> AbstractContextManager[Cursor]: ...
+
+        def _read(self) -> AbstractContextManager[Cursor]: ...
+
+        @staticmethod
+        def _time_parameter(moment: datetime, /) -> Any: ...
+
+        @staticmethod
+        def _time_value(stored: Any, /) -> datetime: ...
+
+        @staticmethod
+        def _json_value(stored: Any, /) -> Any: ...
 
 
 @dataclass(frozen=True)

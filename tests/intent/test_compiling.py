@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from callgate_rules.documents.compiler import load
+from callgate_rules.documents.model import GateConfig
 from callgate_rules.intent import IntentError, compile_intent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,15 +64,21 @@ def test_a_schema_and_a_total_are_checked() -> None:
     assert any("totals.t.argument" in p and "no argument 'subject.x'" in p for p in found)
 
 
-def test_a_masked_argument_cannot_be_totalled(tmp_path: Path) -> None:
+def banking_masking(argument: str, tmp_path: Path) -> GateConfig:
+    """The banking example, sendMoney masking ``argument``."""
     contracts = tmp_path / "contracts"
     contracts.mkdir()
     for path in (REPO / "examples" / "banking" / "contracts").iterdir():
         text = path.read_text()
         if path.name == "sendMoney.yaml":
-            text = text.replace("  idempotency: key\n", "  idempotency: key\n  mask: [amount]\n")
+            text = text.replace("  idempotency: key\n",
+                                f"  idempotency: key\n  mask: [{argument}]\n")
         (contracts / path.name).write_text(text)
-    config = load([contracts, REPO / "examples" / "banking" / "policies"])
+    return load([contracts, REPO / "examples" / "banking" / "policies"])
+
+
+def test_a_masked_argument_cannot_be_totalled(tmp_path: Path) -> None:
+    config = banking_masking("amount", tmp_path)
     with pytest.raises(IntentError, match="a total cannot be kept over a masked value"):
         compile_intent({"tools": {}, "totals": {"t": {"tools": ["sendMoney"],
                                                        "argument": "amount", "at_most": 5}}},
@@ -112,14 +119,7 @@ def test_what_would_break_a_run_later_is_refused_now() -> None:
 
 def test_a_masked_arguments_value_is_never_written(tmp_path: Path) -> None:
     from callgate_rules.intent import leaves, widenings
-    contracts = tmp_path / "contracts"
-    contracts.mkdir()
-    for path in (REPO / "examples" / "banking" / "contracts").iterdir():
-        text = path.read_text()
-        if path.name == "sendMoney.yaml":
-            text = text.replace("  idempotency: key\n", "  idempotency: key\n  mask: [subject]\n")
-        (contracts / path.name).write_text(text)
-    config = load([contracts, REPO / "examples" / "banking" / "policies"])
+    config = banking_masking("subject", tmp_path)
     bound = compile_intent({"tools": {"sendMoney": {"arguments": {"subject": {
         "equals": "my password is hunter2"}}}}}, config)
     left = leaves(bound, "sendMoney", {"subject": "the attacker's hunter3"}, None)

@@ -39,7 +39,6 @@ from callgate_rules.pipeline.approvals import (
 )
 from callgate_rules.pipeline.budgets import Run
 from callgate_rules.pipeline.decision import Decision
-from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.gate import Gate
 from callgate_rules.pipeline.history import entry_of, variable
 from callgate_rules.pipeline.hosted import HostedWrites
@@ -47,6 +46,7 @@ from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.store.base import ReceiptStore
 from callgate_rules.store.history import HistoryEntry
 from callgate_rules.taxonomy import ErrorClass, Route
+from tests.conftest import Destination
 
 DOCUMENTS = Path(__file__).resolve().parents[1] / "data" / "approval_covers"
 HOLDER = {"id": "U-1", "role": "holder"}
@@ -60,19 +60,11 @@ def config() -> GateConfig:
     return load([DOCUMENTS])
 
 
-class Bank:
+class Bank(Destination):
     """The destination: every write it was asked to make, in order."""
 
     def __init__(self) -> None:
-        self.writes: list[tuple[str, dict[str, Any]]] = []
-
-    def executors(self) -> dict[str, Any]:
-        def executor(tool: str) -> Any:
-            def execute(request: ExecutionRequest) -> dict[str, Any]:
-                self.writes.append((tool, dict(request.arguments)))
-                return {"id": f"tx-{len(self.writes)}"}
-            return execute
-        return {tool: executor(tool) for tool in ("pay", "transfer", "notify")}
+        super().__init__("pay", "transfer", "notify")
 
 
 def gate_on(config: GateConfig, store: ReceiptStore, clock: FakeClock,

@@ -19,10 +19,10 @@ from callgate_rules.documents.model import GateConfig
 from callgate_rules.errors import StoreError
 from callgate_rules.harness.world import WorldResolvers
 from callgate_rules.intent import INTENT_RULE, IntentError
-from callgate_rules.pipeline.execute import ExecutionRequest
 from callgate_rules.pipeline.intents import IntentWidened
 from callgate_rules.store import MemoryStore, SqliteStore
 from callgate_rules.taxonomy import ErrorClass, Route
+from tests.conftest import Destination
 
 REPO = Path(__file__).resolve().parents[2]
 BANKING = REPO / "examples" / "banking"
@@ -49,18 +49,9 @@ def config() -> GateConfig:
     return configuration()
 
 
-class Bank:
+class Bank(Destination):
     def __init__(self) -> None:
-        self.writes: list[tuple[str, dict[str, Any]]] = []
-
-    def executors(self) -> dict[str, Any]:
-        def executor(tool: str) -> Any:
-            def execute(request: ExecutionRequest) -> dict[str, Any]:
-                self.writes.append((tool, dict(request.arguments)))
-                return {"id": f"tx-{len(self.writes)}"}
-            return execute
-        return {tool: executor(tool) for tool in ("sendMoney", "createPayee", "sendEmail",
-                                                  "readChannel", "readInbox")}
+        super().__init__("sendMoney", "createPayee", "sendEmail", "readChannel", "readInbox")
 
 
 def gate_of(config: GateConfig, store: Any = None, bank: Bank | None = None,

@@ -163,10 +163,11 @@ def drop_schema(store: str) -> None:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def server(request: pytest.FixtureRequest, documents: Path,
+def served(documents: Path, kind: str,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    if request.param == "sqlite":
+    """A module's server of ``documents`` over a ``kind`` store ("sqlite" or "postgres"),
+    stopped and its PostgreSQL schema dropped afterwards."""
+    if kind == "sqlite":
         store = f"sqlite:///{tmp_path_factory.mktemp('store') / 'receipts.db'}"
     else:
         store = postgres_store()
@@ -175,5 +176,11 @@ def server(request: pytest.FixtureRequest, documents: Path,
         yield running
     finally:
         running.stop()
-        if request.param == "postgres":
+        if kind == "postgres":
             drop_schema(store)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(request: pytest.FixtureRequest, documents: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from served(documents, request.param, tmp_path_factory)

@@ -19,10 +19,8 @@ from .conftest import (
     REPO,
     SESSION,
     Server,
-    drop_schema,
     payment,
-    postgres_store,
-    start_server,
+    served,
     token,
 )
 
@@ -39,15 +37,7 @@ def intents_server(request: pytest.FixtureRequest, documents: Path,
         (shutil.copytree if source.is_dir() else shutil.copy)(source, root / name)
     routing = root / "policies" / "routing.yaml"
     routing.write_text(routing.read_text() + "  intent:\n    outside: await_confirmation\n")
-    store = (f"sqlite:///{tmp_path_factory.mktemp('store') / 'receipts.db'}"
-             if request.param == "sqlite" else postgres_store())
-    running = start_server(root, store)
-    try:
-        yield running
-    finally:
-        running.stop()
-        if request.param == "postgres":
-            drop_schema(store)
+    yield from served(root, request.param, tmp_path_factory)
 
 
 def decide(client: Any, run_id: str, call: dict[str, Any]) -> dict[str, Any]:
