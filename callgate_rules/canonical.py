@@ -50,32 +50,46 @@ def canonical_json(value: Any) -> str:
 
 
 def _written_as_it_is(value: Any) -> str | None:
-    """msgspec's text of ``value`` when it is the canonical text, about a sixth of the
-    standard library's cost after ``normalise`` (an operation ID makes one per write).
+    """msgspec's text of ``normalise(value)`` when it is the canonical text, about a sixth
+    of the standard library's cost (an operation ID makes one per write).
 
-    It is when ``value`` is already what ``normalise`` makes of it and the standard library
-    would write the same characters: the text reads back as the value itself (no tuple, no
-    key that is not a string, nothing ``json`` refuses), holds no float (msgspec spells
-    some apart from ``repr``, and ``normalise`` makes integral ones integers) and is NFC
-    (JSON's own characters compose with nothing, so every string in it is). Strings and
-    integers msgspec writes as ``json`` does with ``ensure_ascii=False``
-    (``tests/pipeline/test_write_path_pipeline.py`` holds the two texts equal)."""
+    msgspec writes ``value``; reading that back, every float becomes what ``normalise``
+    makes of it (``_normal_number``: an integral one an integer, another one itself when
+    msgspec spelled it as ``repr`` does, the spelling ``json`` writes; else none of this
+    is used). What is read back
+    is ``normalise(value)`` when it equals ``value`` (no tuple, no key that is not a
+    string, nothing ``json`` refuses: each is read back as something else) and is NFC
+    (JSON's own characters compose with nothing, so every string in it is); written
+    again, it is the canonical text. Strings and integers msgspec writes as ``json`` does
+    with ``ensure_ascii=False`` (``tests/pipeline/test_write_path_pipeline.py`` holds the
+    two texts equal)."""
     try:
         written = _write_sorted(value)
-        if _read_refusing_floats(written) != value:
+        normal = _read_normalising_numbers(written)
+        if normal != value:
             return None
-    except Exception:  # noqa: BLE001 - a float, or whatever msgspec cannot write
+        # Only an integral float read back as an integer changes the text, and msgspec
+        # writes each such float with a point ("10.0"; an exponent only from 1e16 on).
+        text = (_write_sorted(normal) if _POINT in written else written).decode()
+    except Exception:  # noqa: BLE001 - what msgspec cannot write, or spells apart from json
         return None
-    text = written.decode()
     return text if text.isascii() or unicodedata.is_normalized("NFC", text) else None
 
 
-def _refuse_float(literal: str) -> Any:
-    raise ValueError(f"a float: {literal}")
+def _normal_number(literal: str) -> float | int:
+    """A float msgspec wrote, as ``normalise`` makes it; refused unless ``json`` would
+    write it as msgspec did."""
+    number = float(literal)
+    if number.is_integer() and abs(number) < 2**53:
+        return int(number)  # -0.0 too: 0
+    if repr(number) != literal:
+        raise ValueError(f"msgspec spells {number!r} as {literal}")
+    return number
 
 
+_POINT = ord(".")  # a byte looked for as an integer: memchr, not a search for a substring
 _write_sorted = msgspec.json.Encoder(order="sorted").encode
-_read_refusing_floats = msgspec.json.Decoder(float_hook=_refuse_float).decode
+_read_normalising_numbers = msgspec.json.Decoder(float_hook=_normal_number).decode
 
 
 def arguments_hash(arguments: Mapping[str, Any]) -> str:
@@ -86,7 +100,8 @@ def operation_id(request_id: str, tool: str, contract_name: str,
                  arguments: Mapping[str, Any]) -> str:
     """``op_`` + 32 hex digits of SHA-256 over the four parts, each length-prefixed so that
     no two different tuples can produce the same input bytes."""
-    return operation_keys(request_id, tool, contract_name, arguments)[0]
+    return _operation_id_of(request_id, tool, contract_name,
+                            canonical_json(arguments).encode("utf-8"))
 
 
 def operation_keys(request_id: str, tool: str, contract_name: str,
@@ -94,10 +109,14 @@ def operation_keys(request_id: str, tool: str, contract_name: str,
     """``(operation_id(...), arguments_hash(arguments))`` from one canonical text of the
     arguments: a write needs both, and the text is the larger part of their cost."""
     text = canonical_json(arguments).encode("utf-8")
+    return _operation_id_of(request_id, tool, contract_name, text), _hash_of(text)
+
+
+def _operation_id_of(request_id: str, tool: str, contract_name: str, text: bytes) -> str:
     parts = (request_id.encode("utf-8"), tool.encode("utf-8"), contract_name.encode("utf-8"),
              text)
     digest = hashlib.sha256(b"".join([len(part).to_bytes(8, "big") + part for part in parts]))
-    return "op_" + digest.hexdigest()[:32], _hash_of(text)
+    return "op_" + digest.hexdigest()[:32]
 
 
 def _hash_of(text: bytes) -> str:

@@ -52,28 +52,29 @@ CHECKPOINT_EVERY = 1000  # lines between two signed checkpoints, by default
 _TAIL_BLOCK = 1 << 16
 
 
+# The counter an error class or a route adds one to, besides "decisions" (SPEC §10).
+_COUNTED_ERROR_CLASSES: dict[str | None, str] = {
+    **dict.fromkeys(ARGUMENT_ERRORS, "argument_errors"), ErrorClass.FORBIDDEN: "denials",
+    ErrorClass.DUPLICATE: "suppressed_duplicates",
+    ErrorClass.BUDGET_EXHAUSTED: "budget_exhausted"}
+_COUNTED_ROUTES: dict[str | None, str] = {Route.REGENERATE: "regenerations",
+                                          Route.REVIEW: "hand_overs"}
+
+
 def count(counters: Counter[str], log: Mapping[str, Any]) -> None:
     """Add one decision to the counters: each category of SPEC §10 counted separately."""
-    error_class = log.get("error_class")
-    route = log.get("route")
     counters["decisions"] += 1
-    if error_class in ARGUMENT_ERRORS:
-        counters["argument_errors"] += 1
-    if error_class == ErrorClass.FORBIDDEN:
-        counters["denials"] += 1
+    by_error_class = _COUNTED_ERROR_CLASSES.get(log.get("error_class"))
+    if by_error_class is not None:
+        counters[by_error_class] += 1
+    by_route = _COUNTED_ROUTES.get(log.get("route"))
+    if by_route is not None:
+        counters[by_route] += 1
     if log.get("unknown_outcome"):
         counters["unknown_outcomes"] += 1
     if log.get("reconciled"):
         counters["reconciliations"] += 1
-    if error_class == ErrorClass.DUPLICATE:
-        counters["suppressed_duplicates"] += 1
-    if route == Route.REGENERATE:
-        counters["regenerations"] += 1
     counters["retries"] += int(log.get("retries", 0))
-    if route == Route.REVIEW:
-        counters["hand_overs"] += 1
-    if error_class == ErrorClass.BUDGET_EXHAUSTED:
-        counters["budget_exhausted"] += 1
     for shadow in log.get("shadow", ()):
         counters[f"shadow_{shadow.get('mode', 'audit')}"] += 1
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from callgate_rules.decision_log import DecisionLog
+from callgate_rules.decision_log import DecisionLog, count
+from callgate_rules.taxonomy import ErrorClass, Route
 
 DAY = timedelta(days=1)
 START = datetime(2026, 11, 29, tzinfo=UTC)
@@ -131,3 +134,35 @@ def test_the_time_to_purge_at_must_have_a_time_zone(tmp_path: Path) -> None:
     log.write({"ts": START.isoformat(), "route": "still writes"})
     log.close()
     assert routes(tmp_path / "decisions.jsonl") == ["still writes"]
+
+
+# -- counting: one table per category, held to SPEC §10's categories spelled out --------------
+
+def _counted_by_hand(log: dict[str, Any]) -> Counter[str]:
+    error_class, route, counters = log.get("error_class"), log.get("route"), Counter[str]()
+    counters["decisions"] += 1
+    counters["argument_errors"] += error_class in {"malformed", "unknown_tool",
+                                                   "unexpected_argument", "invalid_argument"}
+    counters["denials"] += error_class == "forbidden"
+    counters["unknown_outcomes"] += bool(log.get("unknown_outcome"))
+    counters["reconciliations"] += bool(log.get("reconciled"))
+    counters["suppressed_duplicates"] += error_class == "duplicate"
+    counters["regenerations"] += route == "regenerate"
+    counters["retries"] += int(log.get("retries", 0))
+    counters["hand_overs"] += route == "review"
+    counters["budget_exhausted"] += error_class == "budget_exhausted"
+    for shadow in log.get("shadow", ()):
+        counters[f"shadow_{shadow.get('mode', 'audit')}"] += 1
+    return counters
+
+
+@pytest.mark.parametrize("error_class", [None, *ErrorClass])
+@pytest.mark.parametrize("route", list(Route))
+def test_a_decision_is_counted_in_each_of_its_categories(error_class: ErrorClass | None,
+                                                          route: Route) -> None:
+    log: dict[str, Any] = {"route": str(route), "error_class": None if error_class is None else str(error_class),
+           "retries": 2, "unknown_outcome": error_class == ErrorClass.UNKNOWN_OUTCOME,
+           "reconciled": route == Route.RECONCILE, "shadow": [{"mode": "enforce"}, {}]}
+    counters: Counter[str] = Counter()
+    count(counters, log)
+    assert +counters == +_counted_by_hand(log)

@@ -57,6 +57,9 @@ STRING_SCANS = frozenset({"contains", "startsWith", "endsWith", "indexOf", "last
 LIST_SCANS = frozenset({"sort", "distinct", "flatten", "join", "slice", "sum", "min", "max",
                          "sets.contains", "sets.equivalent", "sets.intersects", "isSorted",
                          "indexOf", "lastIndexOf", "math.greatest", "math.least", "reverse"})
+# The library's functions the estimate prices that are called on a dotted name
+_NAMESPACED = frozenset(name for name in LIST_SCANS | STRING_SCANS | {"lists.range"}
+                        if "." in name)
 # How deep the estimate follows lists nested in lists for what a scan visits.
 _NESTING = 8
 _SAME_SIZE = frozenset({"sort", "distinct", "slice", "reverse", "lowerAscii", "upperAscii",
@@ -329,11 +332,16 @@ class _Estimator:
         return total, Computed("map", Size(len(parts) // 2 or len(parts)))
 
     def call(self, node: syntax.Call, scope: Mapping[str, Value]) -> tuple[int, Value]:
+        function = node.function.lstrip(".")
         operands = ((node.target,) if node.target is not None else ()) + node.args
+        namespace = syntax.qualified_name(node.target) if node.target is not None else None
+        if namespace is not None and f"{namespace.lstrip('.')}.{function}" in _NAMESPACED:
+            # ``sets.contains(a, b)`` is the library's function of a and b, as the compiler
+            # reads it (``compiler.lowering``), not a member ``contains`` of ``sets``
+            function, operands = f"{namespace.lstrip('.')}.{function}", node.args
         priced = [self.cost(operand, scope) for operand in operands]
         total = 1 + sum(cost for cost, _ in priced)
         values = [value for _, value in priced]
-        function = node.function.lstrip(".")
         if function == "_?_:_":
             (test, _), (then, then_value), (otherwise, other_value) = priced
             larger = then_value if then >= otherwise else other_value

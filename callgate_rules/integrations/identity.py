@@ -32,10 +32,12 @@ and the decision service (``callgate serve``) verify their callers with this one
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from callgate_rules.canonical import canonical_json
 from callgate_rules.documents.files import read_file_text
 from callgate_rules.errors import CallgateError, InputError
 
@@ -80,6 +83,14 @@ class Identity:
     def digest_source(self) -> str:
         """A stable text of the actor, for keying what belongs to one caller."""
         return json.dumps(self.actor, sort_keys=True, default=str, separators=(",", ":"))
+
+    @cached_property
+    def actor_digest(self) -> str:
+        """SHA-256 (hex) of the actor's canonical JSON (``canonical.canonical_json``): the
+        same actor's in every process and release, and no secret in it (the decision
+        service namespaces a tenant's request IDs by it). Worked out once per identity: a
+        host's remembered token gives the same one to each of its requests."""
+        return hashlib.sha256(canonical_json(dict(self.actor)).encode()).hexdigest()
 
 
 # From files (stdio) ------------------------------------------------------------------------

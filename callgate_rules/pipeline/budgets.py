@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from callgate_rules.documents.model import Budgets, LimitPath, Routing
@@ -17,6 +18,14 @@ from callgate_rules.taxonomy import FAILURES, ErrorClass, Route
 
 if TYPE_CHECKING:
     from callgate_rules.pipeline.decision import Decision
+
+
+@cache
+def seconds(amount: float) -> timedelta:
+    """``timedelta(seconds=amount)`` for the few durations a configuration names (a lease, a
+    call deadline, a run's deadline, a contract's timeout), each made once: a ``timedelta``
+    made from keywords costs about 4,000 instructions, and a write needs four."""
+    return timedelta(seconds=amount)
 
 
 @dataclass
@@ -36,7 +45,7 @@ class Run:
 
     def limit_reached(self, budgets: Budgets, tool: str | None, now: datetime) -> str | None:
         """Which run limit a new proposal would pass, in words, or ``None``."""
-        if now - self.started_at > timedelta(seconds=budgets.run_deadline_seconds):
+        if now - self.started_at > seconds(budgets.run_deadline_seconds):
             return f"the run deadline of {budgets.run_deadline_seconds:g}s has passed"
         if self.failures >= budgets.failures_per_run:
             return f"{self.failures} failed calls in this run (limit {budgets.failures_per_run})"

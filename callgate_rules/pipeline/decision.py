@@ -65,7 +65,7 @@ class Decided(NamedTuple):
     and log record are worked out from. What the host handed in and may change afterwards
     (the actor, the arguments) is copied, one level deep.
 
-    A named tuple, made from its fields in their order (``Router._decision``): one is made per
+    A named tuple, made from its fields in their order (``Router.decided``): one is made per
     decision, and a frozen dataclass, or a call by keyword, would cost several times as
     much as the rest of the record."""
 
@@ -187,13 +187,15 @@ class Decision:
         set from it, the others keep their defaults; the messages (unless given), the log
         and the trace are worked out when first read. (Made without ``__init__``, whose
         twenty-odd keyword arguments would cost a tenth of a whole decision.)"""
+        # the verdict and what it was about, the record's first eight fields, read at once (a
+        # named tuple's field read by name costs several times a local's)
+        route, error_class, rule, _, rejection, contract, call, versions = decided[:8]
         decision = object.__new__(cls)
-        decision.route, decision.error_class = decided.route, decided.error_class
-        decision.rule, decision.decided, decision._trace = decided.rule, decided, trace
-        contract, call, rejection = decided.contract, decided.call, decided.rejection
+        decision.route, decision.error_class, decision.rule = route, error_class, rule
+        decision.decided, decision._trace = decided, trace
         if contract is not None:
             decision.tool, decision.contract_version = contract.name, contract.version
-        decision.versions = dict(decided.versions)  # the decision's own, to change at will
+        decision.versions = dict(versions)  # the decision's own, to change at will
         if call is not None:
             decision.arguments, decision.call_id = call.arguments, call.call_id
         if rejection is not None and rejection.candidates:
@@ -260,10 +262,15 @@ class Decision:
 
     def replace(self, **changes: Any) -> Decision:
         """A copy with ``changes`` (any of the constructor's arguments); what is still to be
-        worked out from the record stays so in the copy, a message given is kept.
+        worked out from the record stays so in the copy, a message given is kept."""
+        return self.replaced(changes)
+
+    def replaced(self, changes: Mapping[str, Any]) -> Decision:
+        """``replace``, the changes given as a mapping: an executed write makes one copy per
+        call, and keyword arguments gathered into a dict cost more than a dict display.
 
         The copy is this decision's attributes with the changes set over them, not a new
-        ``__init__`` of every field: an executed write makes one per call."""
+        ``__init__`` of every field."""
         if not _REPLACEABLE.issuperset(changes):
             unknown = ", ".join(sorted(changes.keys() - _REPLACEABLE))
             raise TypeError(f"Decision has no field {unknown}")
@@ -271,8 +278,9 @@ class Decision:
         attributes = copy.__dict__
         attributes.update(self.__dict__)
         attributes.update(changes)
-        for name in _STORED_AS.keys() & changes:  # kept under the names their properties read
-            attributes[_STORED_AS[name]] = attributes.pop(name)
+        for name, stored in _STORED_AS.items():  # kept under the names their properties read
+            if name in changes:  # (four look-ups: cheaper than a set of the keys in common)
+                attributes[stored] = attributes.pop(name)
         # None means what the constructor makes of it: no versions, the shared empty extra
         if attributes["versions"] is None:
             attributes["versions"] = {}

@@ -44,6 +44,7 @@ from callgate_rules.pipeline.machine import (
     State,
     WriteMachine,
     new_operation,
+    operation_id_of,
     read,
     store_failed,
 )
@@ -56,7 +57,7 @@ from callgate_rules.pipeline.runs import RunHold, read_run
 from callgate_rules.pipeline.validate import Resolver
 from callgate_rules.provenance import Sealer, default_sealer, read_conversation
 from callgate_rules.store import open_store
-from callgate_rules.store.base import NewOperation, Receipt, ReceiptState, ReceiptStore
+from callgate_rules.store.base import Receipt, ReceiptState, ReceiptStore
 from callgate_rules.store.history import HistoryEntry
 from callgate_rules.taxonomy import ErrorClass, Route
 
@@ -402,20 +403,19 @@ class Gate(ClosesItsStore, KeepsRuns):
                                   self.config.routing.route_for(ErrorClass.TRANSIENT))
         return router.ended(decision, progress, ending, operation)
 
-    def operation(self, progress: Progress, actor: Mapping[str, Any],
-                  request_id: str) -> NewOperation:
-        """A write's operation: its ID and arguments hash, from the request ID, the tool and
-        the canonical arguments."""
-        contract = progress.contract
-        assert contract is not None and progress.call is not None
-        return new_operation(contract, request_id, progress.call.arguments, actor)
+    def operation_id(self, progress: Progress, request_id: str) -> str:
+        """A write's operation ID alone, as its write machine's: what a host is told of a
+        write allowed to go on, before it claims it (the arguments hash comes then)."""
+        contract, call = progress.contract, progress.call
+        assert contract is not None and call is not None
+        return operation_id_of(contract, request_id, call.arguments)
 
     def write_machine(self, progress: Progress, actor: Mapping[str, Any],
                       request_id: str) -> WriteMachine:
         """A write's operation and its ``WriteMachine``; nothing is claimed yet."""
         contract = progress.contract
-        assert contract is not None
-        operation = self.operation(progress, actor, request_id)
+        assert contract is not None and progress.call is not None
+        operation = new_operation(contract, request_id, progress.call.arguments, actor)
         return WriteMachine(
             contract=contract, operation=operation, executor=self._executor(contract),
             finder=self.finder, store=self.store, routing=self.config.routing,

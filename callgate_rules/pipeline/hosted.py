@@ -52,7 +52,7 @@ from callgate_rules.errors import (
     StoreError,
 )
 from callgate_rules.pipeline.approvals import record_approval
-from callgate_rules.pipeline.budgets import Run, goes_on
+from callgate_rules.pipeline.budgets import Run, goes_on, seconds
 from callgate_rules.pipeline.decision import FROM_RECORD, Decision
 from callgate_rules.pipeline.endings import Ending
 from callgate_rules.pipeline.execute import ExecutionRequest, Failed, Sent
@@ -172,7 +172,7 @@ class HostedWrites:
         """An allowed write with its operation ID (its log names it when read), or held for
         a person."""
         if not self.holds(decision, progress):
-            operation = self.gate.operation(progress, actor, request_id).operation_id
+            operation = self.gate.operation_id(progress, request_id)
             return decision.replace(operation_id=operation, log=FROM_RECORD)
         try:
             machine = self.gate.write_machine(progress, actor, request_id)
@@ -427,7 +427,7 @@ class HostedWrites:
         retries = machine.retries
         retries.count = max(receipt.attempts - 1, 0)
         retries.deadline = (_lease_taken(machine.worker, receipt) +
-            timedelta(seconds=retries.budgets.call_deadline_seconds))
+            seconds(retries.budgets.call_deadline_seconds))
         return decision, progress, machine
 
     def _paused(self, decision: Decision, progress: Progress, machine: WriteMachine,

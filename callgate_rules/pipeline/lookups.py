@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from callgate_rules.pipeline import execute
@@ -160,8 +161,15 @@ def ask(resolver: Callable[..., Any], fields: tuple[str, ...], key: Any,
     (``time.perf_counter`` seconds); ``LookupLate`` when it does not answer in time, or
     when too many abandoned look-ups are still running to start one more."""
     if getattr(resolver, "callgate_keeps_deadline", False):  # in memory, or bounded itself
-        return resolve(resolver, fields, key)
-    return _in_time(lambda: _materialised(resolve(resolver, fields, key)), started, timeout)
+        # one field, the commonest, asked straight away: ``resolve`` passes its answer on
+        return resolver(fields[0], key) if len(fields) == 1 else resolve(resolver, fields, key)
+    return _in_time(partial(_read_in_time, resolver, fields, key), started, timeout)
+
+
+def _read_in_time(resolver: Callable[..., Any], fields: tuple[str, ...], key: Any) -> Any:
+    """``resolve``, a lazy answer read whole: what runs in the hand's thread. (A function of
+    its own, not a closure in ``ask``: a closure's cells would be made on every call.)"""
+    return _materialised(resolve(resolver, fields, key))
 
 
 def find(finder: Callable[[str, str], Any], tool: str, operation_id: str,

@@ -23,13 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import cache, partial
+from functools import partial
 from typing import Any
 
-from callgate_rules.canonical import operation_keys
+from callgate_rules.canonical import operation_id, operation_keys
 from callgate_rules.documents.model import Budgets, Contract, Routing
 from callgate_rules.errors import LeaseLost, StoreError
 from callgate_rules.pipeline.answers import readable
+from callgate_rules.pipeline.budgets import seconds
 from callgate_rules.pipeline.endings import Ending, limit_ending, told_a_person
 from callgate_rules.pipeline.execute import (
     ExecutionRequest,
@@ -56,13 +57,6 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], None]
 Trace = Callable[[str, str, str], None]
 
-
-@cache
-def seconds(amount: float) -> timedelta:
-    """``timedelta(seconds=amount)`` for the few durations a configuration names (a lease, a
-    call deadline, a contract's timeout), each made once: a ``timedelta`` made from keywords
-    costs about 4,000 instructions, and a write needs three."""
-    return timedelta(seconds=amount)
 
 
 def backoff_delay(attempt: int, budgets: Budgets, rng: random.Random,
@@ -142,12 +136,19 @@ def new_operation(contract: Contract, request_id: str, arguments: Mapping[str, A
                   actor: Mapping[str, Any]) -> NewOperation:
     """The operation a write makes: its ID and arguments hash from the request ID, the
     tool and the canonical arguments, never from the model's text."""
-    operation_id, args_hash = operation_keys(request_id, contract.name,
-                                             contract.document.name, arguments)
+    operation, args_hash = operation_keys(request_id, contract.name, contract.document.name,
+                                          arguments)
     return made(NewOperation, {  # every field, in the dataclass's order
-        "operation_id": operation_id, "request_id": request_id, "tool": contract.name,
+        "operation_id": operation, "request_id": request_id, "tool": contract.name,
         "contract_version": contract.version, "args_hash": args_hash,
         "arguments": arguments, "actor": dict(actor)})
+
+
+def operation_id_of(contract: Contract, request_id: str, arguments: Mapping[str, Any]) -> str:
+    """``new_operation``'s ID alone: what a host is told of a write allowed to go on, before
+    it claims it (the arguments hash is made at the claim)."""
+    return operation_id(request_id, contract.name, contract.document.name, arguments)
+
 
 @dataclass
 class WriteMachine:

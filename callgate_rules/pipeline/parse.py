@@ -12,7 +12,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from functools import partial
 from typing import Any, NamedTuple
 
 from callgate_rules.documents.model import FLAT_AND_OPEN, Contract, InputLimits
@@ -36,8 +35,9 @@ class ParsedCall(NamedTuple):  # a tuple: made for every call, at a third of a d
     note: str | None = None  # e.g. "took the first of 3 calls"
 
 
-# ``ParsedCall(*fields)`` without the Python-level ``__new__`` a NamedTuple has: one C call
-_parsed_call = partial(tuple.__new__, ParsedCall)
+# ``ParsedCall(*fields)`` is ``_new_tuple(ParsedCall, fields)`` without the Python-level
+# ``__new__`` a NamedTuple has: one C call
+_new_tuple = tuple.__new__
 
 
 def one_call(
@@ -63,8 +63,7 @@ def one_call(
                 ),
             )
         note = f"took the first of {count} calls ({names}); the others were not run"
-    call = calls[0]
-    name = call.name
+    name, raw, call_id, call_format = calls[0]  # a ProposedCall's fields, read at once
     if type(name) is not str and not isinstance(name, str) or not name:
         raise Rejection(ErrorClass.MALFORMED, "the call has no tool name")
     contract = contracts.get(name)
@@ -74,7 +73,6 @@ def one_call(
             f"tool {name[:100]!r} is not on the allowlist",
             extra={"proposed_tool": name[:100]},
         )
-    raw = call.arguments
     try:
         arguments, within = _decode_arguments(raw, limits)
         declared = contract.flat_fields
@@ -96,7 +94,7 @@ def one_call(
             extra={"field": field},
             contract=contract,
         )
-    return _parsed_call((contract, arguments, call.call_id, call.format, note))
+    return _new_tuple(ParsedCall, (contract, arguments, call_id, call_format, note))
 
 
 # ``json.dumps`` with an option makes an encoder per call; one made once writes the same.

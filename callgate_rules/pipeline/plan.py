@@ -6,7 +6,8 @@ key, its ``when``, whether it lists), the access rules in order with their modes
 ``on_error``, the business rules likewise, whether anything reads ``provenance``. The
 plan is that knowledge written out as straight-line code (``ToolPlan.source`` shows it),
 with the code of each compiled CEL expression inlined where the compiler allows it, so a
-rule costs no call of its own.
+rule costs no call of its own, reading what the plan holds in locals (the arguments, the actor,
+each record found) from them rather than from ``variables`` (``cel.compiler.reading_locals``).
 
 What only the data can decide (no record or several, an evaluation error, a value that
 is not a bool, a rule in shadow, a false rule, a deny) calls the step's own functions in
@@ -38,7 +39,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from callgate_rules import provenance
-from callgate_rules.cel.compiler import FAILURES
+from callgate_rules.cel.compiler import FAILURES, reading_locals
 from callgate_rules.cel.errors import CelEvaluationError
 from callgate_rules.cel.expression import CompiledExpression
 from callgate_rules.documents.model import (
@@ -237,6 +238,7 @@ class _Writer:
         self.lines: list[str] = []
         self.steps: list[str] = []  # the plan in words (``ToolPlan.outline``)
         self.step = ""  # the step ``steps`` ends in
+        self.locals: dict[str, str] = {}  # the local holding a variable, by the variable's name
 
     def bind(self, name: str, value: Any) -> str:
         self.namespace[name] = value
@@ -278,7 +280,7 @@ class _Writer:
                        for key, value in inline.namespace.items())):
             return [f"{pad}{target} = {self.bind(name, expression.evaluate)}(variables)"]
         self.namespace.update(inline.namespace)
-        body = inline.body
+        body = reading_locals(inline.body, self.locals)
         if len(body) == 1 and body[0].startswith("return "):
             return [f"{pad}{target} = {body[0].removeprefix('return ')}"]
         lines = [f"{pad}while True:  # the expression's code: each return becomes a break"]
@@ -370,6 +372,7 @@ class _Writer:
         self.lines += ["    variables['args'] = arguments", "    variables['actor'] = actor",
                        "    variables['now'] = now", f"    variables['tool'] = {contract.name!r}",
                        "    variables['session'] = session"]
+        self.locals.update(args="arguments", actor="actor", now="now", session="session")
 
     def lookup(self, index: int, lookup: Lookup) -> None:
         """3 VALIDATE a reference: exactly one record the actor may see, or a list."""
@@ -398,6 +401,8 @@ class _Writer:
             f"{pad}if resolver is None:",
             f"{pad}    raise {called(validate.no_resolver)}(_contract, {name})",
             *self.answer(index, lookup, name, pad)]
+        if lookup.when is None and lookup.many != "list":  # its record, in a local from now
+            self.locals[lookup.name] = f"record{index}"
 
     def answer(self, index: int, lookup: Lookup, name: str, pad: str) -> list[str]:
         """Lines that ask the look-up's resolver and bind what it found, or return why not."""

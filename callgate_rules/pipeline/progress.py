@@ -28,7 +28,7 @@ class Progress:
     A plain class with slots: one is made per decision, and a dataclass's generated
     ``__init__`` with default factories costs noticeably more."""
 
-    __slots__ = ("trace", "shadow", "call", "variables", "permit", "started", "session",
+    __slots__ = ("trace", "shadow", "call", "variables", "started", "session",
                  "conversation", "contract_only", "plan", "decided_entries")
 
     def __init__(self, started: float, session: dict[str, Any],
@@ -37,7 +37,6 @@ class Progress:
         self.shadow: list[ShadowVerdict] = []
         self.call: parse.ParsedCall | None = None
         self.variables: dict[str, Any] = {}
-        self.permit: str | None = None
         self.started = started
         self.session = session
         self.conversation = conversation

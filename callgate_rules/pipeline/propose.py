@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from functools import partial
 from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgspec
@@ -55,8 +54,9 @@ class ProposedCall(NamedTuple):  # a tuple: made for every call, at a third of a
 FORMATS = ("openai-chat", "openai-responses", "anthropic", "plain")
 
 
-# ``ProposedCall(*fields)`` without the Python-level ``__new__`` a NamedTuple has: one C call
-_proposed_call = partial(tuple.__new__, ProposedCall)
+# ``ProposedCall(*fields)`` is ``_new_tuple(ProposedCall, fields)`` without the Python-level
+# ``__new__`` a NamedTuple has: one C call
+_new_tuple = tuple.__new__
 
 
 def read(output: Any, limits: InputLimits) -> list[ProposedCall]:
@@ -212,8 +212,8 @@ def _chat_message(text: str) -> list[ProposedCall] | None:
     if text.count(":") != accounted or "u003" in text:
         return None  # strings or objects not counted here: the general proof decides
     call_id = item.id
-    return [_proposed_call((function.name, arguments,
-                            call_id if type(call_id) is str else None, "openai-chat"))]
+    return [_new_tuple(ProposedCall, (function.name, arguments,
+                                      call_id if type(call_id) is str else None, "openai-chat"))]
 
 
 def decode_json(text: str, what: str) -> Any:
@@ -318,18 +318,21 @@ def _calls_in(value: Any, max_calls: int = 1 << 62, depth: int = 0) -> list[Prop
     kind = get("type")
     function = get("function")
     if kind == "function" and _is_mapping(function):
-        return [ProposedCall(function.get("name"), function.get("arguments"),
-                             _str_or_none(get("id")), "openai-chat")]
+        return [_new_tuple(ProposedCall, (function.get("name"), function.get("arguments"),
+                                          _str_or_none(get("id")), "openai-chat"))]
     if kind == "function_call":
-        return [ProposedCall(get("name"), get("arguments"),
-                             _str_or_none(get("call_id") or get("id")), "openai-responses")]
+        return [_new_tuple(ProposedCall, (get("name"), get("arguments"),
+                                          _str_or_none(get("call_id") or get("id")),
+                                          "openai-responses"))]
     if kind == "tool_use":
-        return [ProposedCall(get("name"), get("input"), _str_or_none(get("id")), "anthropic")]
+        return [_new_tuple(ProposedCall, (get("name"), get("input"), _str_or_none(get("id")),
+                                          "anthropic"))]
     if kind in ("text", "message", "reasoning", "thinking"):
         return []  # a recognised block that is not a call
     if "name" in value and ("arguments" in value or "input" in value):
         arguments = value["arguments"] if "arguments" in value else value["input"]
-        return [ProposedCall(value["name"], arguments, _str_or_none(get("id")), "plain")]
+        return [_new_tuple(ProposedCall, (value["name"], arguments, _str_or_none(get("id")),
+                                          "plain"))]
     return None
 
 
@@ -351,8 +354,9 @@ def _one_chat_call(value: Any) -> list[ProposedCall] | None:
     if type(function) is not dict:
         return None
     call_id = item.get("id")
-    return [_proposed_call((function.get("name"), function.get("arguments"),
-                            call_id if isinstance(call_id, str) else None, "openai-chat"))]
+    return [_new_tuple(ProposedCall, (function.get("name"), function.get("arguments"),
+                                      call_id if isinstance(call_id, str) else None,
+                                      "openai-chat"))]
 
 
 def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from callgate_rules.documents.model import Contract, GateConfig
 from callgate_rules.errors import StoreError
 from callgate_rules.pipeline.approvals import RUN_APPROVALS, approvals_of, declares_covering
-from callgate_rules.pipeline.budgets import Run
+from callgate_rules.pipeline.budgets import Run, seconds
 from callgate_rules.pipeline.history import run_history_now, variable
 from callgate_rules.pipeline.outcome import Rejection
 from callgate_rules.store.history import HistoryEntry, RunHistory
@@ -131,7 +131,7 @@ class RunHold:
             return True
         host = self.host
         leases, holder = host.histories, f"{host.worker}:{next(_holds)}"
-        lease = timedelta(seconds=host.config.routing.lease_seconds)
+        lease = seconds(host.config.routing.lease_seconds)
         wait = host.run_lease_wait.total_seconds()
         give_up, slept, backoff = time.monotonic() + wait, 0.0, FIRST_BACKOFF_SECONDS
         while True:

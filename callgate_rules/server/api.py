@@ -25,7 +25,6 @@ across instances and restarts (exactly once holds per tenant).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,11 +32,11 @@ from typing import Any, cast
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
-from callgate_rules.canonical import canonical_json
-from callgate_rules.integrations.identity import ASGIApp, Receive, Send, identity_of
+from callgate_rules.integrations.identity import ASGIApp, Identity, Receive, Send, identity_of
 from callgate_rules.integrations.identity import Scope as ASGIScope
 from callgate_rules.pipeline.decision import Decision
 from callgate_rules.pipeline.hosted import Failure, HostedWrites, UnknownOperation
+from callgate_rules.pipeline.progress import Progress
 from callgate_rules.server.bundles import CurrentHosted
 from callgate_rules.server.models import (
     ClaimRequest,
@@ -72,7 +71,12 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 
 def pinned_actor(request: Request, actor: Mapping[str, Any]) -> dict[str, Any]:
     """The body's actor, with every field the verified token maps pinned to the token's."""
-    identity = identity_of(request.scope)
+    return actor_pinned_by(identity_of(request.scope), actor)
+
+
+def actor_pinned_by(identity: Identity | None, actor: Mapping[str, Any]) -> dict[str, Any]:
+    """``pinned_actor`` for the identity the request's token verified as (``None``: no
+    token)."""
     if identity is None:
         return dict(actor)
     for name, value in identity.actor.items():
@@ -89,11 +93,14 @@ def scoped_request_id(request: Request, given: str) -> str:
     instance, without a secret: it separates tenants, it hides nothing). The operation ID
     is made from it, so another tenant's identical call is another operation. Without
     ``--auth`` (loopback only: the operator) the ID is the host's as given."""
-    identity = identity_of(request.scope)
+    return scoped_by(identity_of(request.scope), given)
+
+
+def scoped_by(identity: Identity | None, given: str) -> str:
+    """``scoped_request_id`` for the identity the request's token verified as."""
     if identity is None or not identity.actor:
         return given
-    digest = hashlib.sha256(canonical_json(dict(identity.actor)).encode()).hexdigest()
-    return f"p{digest[:24]}:{given}"
+    return f"p{identity.actor_digest[:24]}:{given}"
 
 
 def caller_scope(request: Request, service: Service) -> Scope:
@@ -111,8 +118,9 @@ def caller_scope(request: Request, service: Service) -> Scope:
 def scoped_ids(request: Request, request_id: str,
                run_id: str | None) -> tuple[str, str | None]:
     """The request ID and the run ID (a run's history and budgets), both scoped."""
-    return (scoped_request_id(request, request_id),
-        None if run_id is None else scoped_request_id(request, run_id))
+    identity = identity_of(request.scope)
+    return (scoped_by(identity, request_id),
+            None if run_id is None else scoped_by(identity, run_id))
 
 
 def principal(request: Request) -> str:
@@ -120,16 +128,19 @@ def principal(request: Request) -> str:
     return identity.principal if identity is not None else "anonymous"
 
 
-async def decided(service: Service, request: Request, body: DecideRequest) -> Decision:
-    """``POST /v1/decide``'s decision, as the route and ``DecideEndpoint`` both make it:
-    ``HostedWrites.decide`` in a worker thread under the service's concurrency limit; but
-    a decision that waits on nothing (``decided_here``) is made on the event loop, as the
-    hop to a thread costs more than it does, when its body is small enough to be decided
-    in a bounded time (``ON_THE_LOOP_BYTES``). Whatever could take long goes to a worker,
-    which the request's time limit can leave behind."""
-    actor = pinned_actor(request, body.actor)
-    request_id, run_id = scoped_ids(request, body.request_id, body.run_id)
-    if run_id is None and service.blocks_on_nothing and _small(request):
+async def decided(service: Service, scope: ASGIScope, body: DecideRequest) -> Decision:
+    """``POST /v1/decide``'s decision for the request of ``scope``, as the route and
+    ``DecideEndpoint`` both make it: ``HostedWrites.decide`` in a worker thread under the
+    service's concurrency limit; but a decision that waits on nothing (``decided_here``)
+    is made on the event loop, as the hop to a thread costs more than it does, when its
+    body is small enough to be decided in a bounded time (``ON_THE_LOOP_BYTES``).
+    Whatever could take long goes to a worker, which the request's time limit can leave
+    behind."""
+    identity = identity_of(scope)
+    actor = actor_pinned_by(identity, body.actor)
+    request_id = scoped_by(identity, body.request_id)
+    run_id = None if body.run_id is None else scoped_by(identity, body.run_id)
+    if run_id is None and service.blocks_on_nothing and _small(scope):
         return await decided_here(service, body, actor, request_id)
     hosted = cast(HostedWrites, CurrentHosted(service))  # follows a reloaded bundle
     return await service.run("decide", lambda: hosted.decide(
@@ -143,8 +154,8 @@ async def decided(service: Service, request: Request, body: DecideRequest) -> De
 ON_THE_LOOP_BYTES = 16 * 1024
 
 
-def _small(request: Request) -> bool:
-    read = read_body(request.scope)
+def _small(scope: ASGIScope) -> bool:
+    read = read_body(scope)
     return read is not None and len(read.raw) <= ON_THE_LOOP_BYTES
 
 
@@ -153,21 +164,26 @@ async def decided_here(service: Service, body: DecideRequest, actor: dict[str, A
     """``HostedWrites.decide`` with its steps on the event loop: outside a named run
     (whose history is in the store) and with look-ups that wait on nothing, they read and
     write nothing. Only a write held for a person goes on in a worker thread: the hold is
-    written to the store. Each part takes a place under the concurrency limit as a
-    worker's would (``Service.run_here``)."""
+    written to the store. The steps and the rest take one place under the concurrency
+    limit, as a worker's call would (``Service.run_here``)."""
     serving = service.serving  # one policy for the whole request
     flow, records = serving.hosted, body.records
-    with service.timed("decide"):
-        decision, progress = await service.run_here(lambda: flow.gate.decide_steps(
+
+    def decide() -> Decision | tuple[Decision, Progress]:
+        steps = flow.gate.decide_steps(
             body.model_output, actor, flow.gate.clock(), request_id=request_id,
-            session=body.session, conversation=body.conversation), records, serving)
+            session=body.session, conversation=body.conversation)
+        if flow.holds(*steps):
+            return steps  # finished in a worker, below
+        return flow.decided(*steps, actor=actor, request_id=request_id)
 
-        def finish() -> Decision:
-            return flow.decided(decision, progress, actor=actor, request_id=request_id)
-
-        if flow.holds(decision, progress):
-            return await service.in_worker(finish, records, serving)
-        return await service.run_here(finish, records, serving)
+    with service.metrics.timed("decide"):
+        made = await service.run_here(decide, records, serving)
+        if isinstance(made, Decision):
+            return made
+        decision, progress = made
+        return await service.in_worker(lambda: flow.decided(
+            decision, progress, actor=actor, request_id=request_id), records, serving)
 
 
 DECIDE_PATH = "/v1/decide"
@@ -198,7 +214,7 @@ class DecideEndpoint:
             await self.app(scope, receive, send)
             return
         try:
-            answer = DecisionOut.json_of(await decided(self.service, Request(scope), body))
+            answer = DecisionOut.json_of(await decided(self.service, scope, body))
         except Exception as error:  # answered as the application's handlers answer it
             await error_response("POST", DECIDE_PATH, error)(scope, receive, send)
             return
@@ -223,7 +239,7 @@ def api_router(service: Service) -> APIRouter:
     async def decide(request: Request, body: DecideRequest) -> DecisionOut:
         """Steps 1–4 and the route, without executing anything; an allowed write carries
         its operation ID, a write that needs a person its draft and confirmation token."""
-        return DecisionOut.of(await decided(service, request, body))
+        return DecisionOut.of(await decided(service, request.scope, body))
 
     @router.post("/claim", response_model=StepOut, tags=["writes"])
     async def claim(request: Request, body: ClaimRequest) -> StepOut:

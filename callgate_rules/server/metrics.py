@@ -17,13 +17,15 @@ model inventing tool names cannot grow the label set.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.context_managers import Timer
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from callgate_rules.decision_log import count
@@ -42,12 +44,8 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created: unread noise
         self.tools = frozenset(tools)
         self.registry = CollectorRegistry()
-        self.decisions = Counter("callgate_decisions", "Decisions recorded, by tool, route "
-                                 "and error class", ["tool", "route", "error_class"],
-                                 registry=self.registry)
-        self.outcomes = Counter("callgate_outcomes", "The counters of SPEC section 10, by "
-                                "tool and error class", ["tool", "error_class", "counter"],
-                                registry=self.registry)
+        self.decisions = Decisions()  # callgate_decisions_total, callgate_outcomes_total
+        self.registry.register(self.decisions)
         self.requests = Histogram("callgate_request_seconds", "Latency of each API call",
                                   ["endpoint"], buckets=LATENCY_BUCKETS,
                                   registry=self.registry)
@@ -69,24 +67,68 @@ class Metrics:
             child = self._children[(metric, labels)] = metric.labels(*labels)
         return child
 
+    def timed(self, endpoint: str) -> Timer:
+        """A ``with`` block's seconds, observed as a call of ``endpoint``."""
+        calls: Histogram = self.labelled(self.requests, endpoint)
+        return calls.time()
+
     def tool_label(self, tool: str | None) -> str:
         if tool is None:
             return "none"
         return tool if tool in self.tools else "unknown"
 
     def observe(self, decision: Decision) -> None:
-        tool = self.tool_label(decision.tool)
         error_class = str(decision.error_class) if decision.error_class else "none"
-        self.labelled(self.decisions, tool, str(decision.route), error_class).inc()
-        tally: Tally[str] = Tally()
-        count(tally, decision.counted())  # what counting reads, not the whole log record
-        for counter, amount in tally.items():
-            if counter != "decisions" and amount:
-                self.labelled(self.outcomes, tool, error_class, counter).inc(amount)
+        self.decisions.count((self.tool_label(decision.tool), str(decision.route),
+                              error_class), decision.counted())
 
     def watch(self, store: ReceiptStore) -> None:
         """Report the store's queue and pending confirmations at each scrape."""
         self.registry.register(QueueCollector(store))
+
+
+class Decisions(Collector):
+    """``callgate_decisions_total{tool,route,error_class}`` and
+    ``callgate_outcomes_total{tool,error_class,counter}``, read at each scrape from one
+    tally per tool, route and error class of the counters ``decision_log.count`` counts
+    (each decision counts one in ``decisions``).
+
+    Why not two prometheus counters: a tally made for each decision, then a labelled
+    child incremented for it and for each of its counters, cost as much as the rest of
+    observing the decision; here it is counted once, into its label set's own tally."""
+
+    def __init__(self) -> None:
+        self.tallies: dict[tuple[str, str, str], Tally[str]] = {}
+        self.lock = threading.Lock()  # decisions are observed in worker threads too
+
+    def count(self, labels: tuple[str, str, str], counted: Mapping[str, Any]) -> None:
+        """One more decision of ``labels`` (tool, route, error class), ``counted`` being
+        what ``decision_log.count`` reads of it (``Decision.counted``)."""
+        with self.lock:
+            tally = self.tallies.get(labels)
+            if tally is None:
+                tally = self.tallies[labels] = Tally()
+            count(tally, counted)
+
+    def collect(self) -> Iterator[Metric]:
+        decisions = CounterMetricFamily("callgate_decisions", "Decisions recorded, by tool, "
+                                        "route and error class",
+                                        labels=["tool", "route", "error_class"])
+        outcomes = CounterMetricFamily("callgate_outcomes", "The counters of SPEC section "
+                                       "10, by tool and error class",
+                                       labels=["tool", "error_class", "counter"])
+        with self.lock:
+            tallies = [(labels, dict(tally)) for labels, tally in self.tallies.items()]
+        by_class: Tally[tuple[str, str, str]] = Tally()
+        for (tool, route, error_class), tally in tallies:
+            decisions.add_metric([tool, route, error_class], tally["decisions"])
+            for counter, amount in tally.items():
+                if counter != "decisions" and amount:
+                    by_class[(tool, error_class, counter)] += amount
+        for labels, amount in by_class.items():
+            outcomes.add_metric(list(labels), amount)
+        yield decisions
+        yield outcomes
 
 
 class QueueCollector(Collector):

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 from callgate_rules.confirmation.drafts import of_receipt
 from callgate_rules.pipeline.decision import Decision
@@ -201,8 +201,14 @@ class DecisionOut(Answer):
         """``of(decision).model_dump_json()``, the same bytes, without building the model:
         ``POST /v1/decide`` answers this way (``api.DecideEndpoint``), once per request.
         (A model writes a non-finite number as null; ``to_json`` would write ``Infinity``,
-        which is not JSON, unless told.)"""
-        return to_json(answerable(decision_fields(decision)), inf_nan_mode="null")
+        which is not JSON, unless told.) The fields are written as they are, and made
+        ``answerable`` only when ``to_json`` refuses them (a lone surrogate, which
+        ``answerable`` escapes): looking for one first cost a third as much again."""
+        fields = decision_fields(decision)
+        try:
+            return to_json(fields, inf_nan_mode="null")
+        except PydanticSerializationError:
+            return to_json(answerable(fields), inf_nan_mode="null")
 
 
 def decision_fields(decision: Decision) -> dict[str, Any]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -221,6 +223,7 @@ class RequestLimits:
     per_client: int = 32
     json_prefix: str = "/v1/"
     unfinished: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    deadlines: Deadlines | None = field(default=None, init=False, repr=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -244,25 +247,22 @@ class RequestLimits:
                 del self.unfinished[client]
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        length = headers.get(b"content-length")
+        length, kind, chunked = _framing(scope.get("headers", ()))
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await self._answer(send, 413, "Body too large", f"the body may have at most "
                                f"{self.max_body_bytes} bytes", close=True)
             return
-        has_body = (length is not None and length != b"0") or b"transfer-encoding" in headers
-        kind = headers.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
-        if (has_body and scope.get("method") == "POST" and
+        has_body = (length is not None and length != b"0") or chunked
+        is_json = kind.lower() in JSON_TYPES
+        if (has_body and not is_json and scope.get("method") == "POST" and
                 scope.get("path", "").startswith(self.json_prefix)):
-            if kind.lower() not in JSON_TYPES:
-                await self._answer(send, 415, "Unsupported media type",
-                                   f"send the body as application/json, not {kind or 'none'}",
-                                   [{"field": "content-type", "message": "application/json"}],
-                                   close=True)
-                return
-        # One deadline bounds both: the body's arrival (408), then the answer (503). It is
-        # asyncio's own: the service runs on asyncio (uvicorn), and an anyio cancel scope
-        # cost as much per request as all the other bounds together.
+            await self._answer(send, 415, "Unsupported media type",
+                               f"send the body as application/json, not {kind or 'none'}",
+                               [{"field": "content-type", "message": "application/json"}],
+                               close=True)
+            return
+        # One deadline bounds both: the body's arrival (408), then the answer (503)
+        # (``Deadlines``: asyncio's timers, as the service runs on asyncio under uvicorn).
         reading, started = True, False
 
         async def tracked(message: Message) -> None:
@@ -270,27 +270,27 @@ class RequestLimits:
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        loop = asyncio.get_running_loop()
+        deadline = Deadline(self._deadlines(), self.body_timeout)
         try:
-            async with asyncio.timeout(self.body_timeout) as limit:
+            with deadline:
                 body, too_large = await self._read(receive)
                 reading = False
                 if too_large:
                     await self._answer(send, 413, "Body too large", f"the body may have at "
                                        f"most {self.max_body_bytes} bytes", close=True)
                     return
-                if body and kind.lower() in JSON_TYPES:
+                if body and is_json:
                     try:
                         scope[READ_BODY] = ReadBody(body, strict_json(body))
                     except Problem as refused:
                         await self._answer(send, refused.status, refused.title,
                                            refused.detail, refused.errors)
                         return
-                limit.reschedule(loop.time() + self.timeout)
+                deadline.move(self.timeout)
                 await self.app(scope, _replay(body, receive), tracked)
                 return
         except TimeoutError:
-            if not limit.expired():
+            if not deadline.expired:
                 raise  # the application's own, not this deadline's
         if reading:
             LOGGER.warning("%s %s: the body did not arrive within %gs", scope.get("method"),
@@ -305,6 +305,13 @@ class RequestLimits:
             await self._answer(send, 503, "Request took too long",
                                f"no answer within {self.timeout:g}s; the operation's receipt "
                                "says what happened, claim it again to learn it")
+
+    def _deadlines(self) -> Deadlines:
+        """The deadlines of the requests on the running event loop (one, under uvicorn)."""
+        loop = asyncio.get_running_loop()
+        if self.deadlines is None or self.deadlines.loop is not loop:
+            self.deadlines = Deadlines(loop)
+        return self.deadlines
 
     async def _read(self, receive: Receive) -> tuple[bytes, bool]:
         chunks, size = [], 0
@@ -332,6 +339,82 @@ class RequestLimits:
             (b"content-length", str(len(body)).encode()), *headers,
             *([(b"connection", b"close")] if close else [])]})
         await send({"type": "http.response.body", "body": body})
+
+
+class Deadlines:
+    """The deadlines of the requests under way on one event loop, watched by one timer
+    (each is a ``Deadline``).
+
+    Why not a timer each (``asyncio.timeout``, rescheduled once the body is in): for every
+    request, scheduling and cancelling its timers, with the timeout's entry and exit (two
+    coroutines), cost more than the rest of ``RequestLimits`` together. Here a deadline
+    is an entry in a set, moved by an assignment; the one timer is armed for the earliest
+    deadline it knows of, and armed again only when it goes off (for the earliest of those
+    still under way) or when a deadline comes before it: under a steady stream of requests,
+    about once per ``body_timeout`` instead of twice per request."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.under_way: set[Deadline] = set()
+        self.timer: asyncio.TimerHandle | None = None
+        self.armed = math.inf  # when the timer goes off
+
+    def watch(self, deadline: Deadline) -> None:
+        """``deadline`` is under way (or was moved): the timer goes off by its time."""
+        self.under_way.add(deadline)
+        if deadline.when < self.armed:
+            if self.timer is not None:
+                self.timer.cancel()
+            self._arm(deadline.when)
+
+    def _arm(self, when: float) -> None:
+        self.armed, self.timer = when, self.loop.call_at(when, self._due)
+
+    def _due(self) -> None:
+        """The timer went off: every deadline up to its time has passed (the loop says when
+        a timer's time has come)."""
+        passed, self.armed, self.timer = self.armed, math.inf, None
+        for deadline in [each for each in self.under_way if each.when <= passed]:
+            self.under_way.discard(deadline)
+            deadline.expire()
+        if self.under_way:
+            self._arm(min(each.when for each in self.under_way))
+
+
+class Deadline:
+    """A deadline (one of ``Deadlines``) for the task running a ``with`` block, that may be
+    moved while it runs (from the body's arrival to the answer): when it passes, the task
+    is cancelled and the block ends in ``TimeoutError``, as with ``asyncio.timeout``."""
+
+    def __init__(self, deadlines: Deadlines, seconds: float) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a Deadline bounds a task")
+        self.deadlines, self.task = deadlines, task
+        self.when = deadlines.loop.time() + seconds
+        self.expired = False
+
+    def __enter__(self) -> Deadline:
+        self.cancelling = self.task.cancelling()  # cancellations asked before, not ours
+        self.deadlines.watch(self)
+        return self
+
+    def move(self, seconds: float) -> None:
+        """The deadline is now ``seconds`` from now."""
+        self.when = self.deadlines.loop.time() + seconds
+        self.deadlines.watch(self)
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.deadlines.under_way.discard(self)
+        # Our cancellation, and no other asked meanwhile: the block ran out of time.
+        if (self.expired and self.task.uncancel() <= self.cancelling and
+                kind is asyncio.CancelledError):
+            raise TimeoutError from error
 
 
 class _Members(list[tuple[str, Any]]):
@@ -422,6 +505,22 @@ def _encodable(text: str, where: str) -> None:
 def _printable(text: str) -> str:
     """``text`` as it can be answered and logged: a lone surrogate as its escape."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _framing(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes | None, str, bool]:
+    """The body's declared length, its media type (without parameters) and whether it comes
+    chunked, from the request's headers (of a repeated one, the last). One pass over them:
+    a dict of them all cost twice as much, for every request."""
+    length, kind, chunked = None, b"", False
+    for name, value in headers:
+        name = name.lower()
+        if name == b"content-length":
+            length = value
+        elif name == b"content-type":
+            kind = value
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, kind.split(b";")[0].strip().decode("latin-1"), chunked
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -12,7 +12,7 @@ the records the current request passed for a look-up of that collection, and fro
 service's own resolvers for every other collection: the world file, or ``HttpResolver``
 (``--resolver-url``), which asks the host's endpoint for the records over HTTP. The
 request's records travel in a context variable set in the worker thread that runs the
-call (``with_records``), so concurrent requests never see each other's records.
+call (``run_with_records``), so concurrent requests never see each other's records.
 """
 
 from __future__ import annotations
@@ -158,16 +158,14 @@ class RequestResolvers(Mapping[str, Resolver]):
         return len(self.world) if isinstance(self.world, Mapping) else 0
 
 
-def with_records(records: Mapping[str, Sequence[Record]] | None,
-                 work: Callable[[], T]) -> Callable[[], T]:
-    """``work``, run with ``records`` as the request's (in whatever thread it runs)."""
-    def run() -> T:
-        token = _REQUEST_RECORDS.set(records)
-        try:
-            return work()
-        finally:
-            _REQUEST_RECORDS.reset(token)
-    return run
+def run_with_records(records: Mapping[str, Sequence[Record]] | None,
+                     work: Callable[[], T]) -> T:
+    """``work`` run now, with ``records`` as the request's (in whatever thread it runs)."""
+    token = _REQUEST_RECORDS.set(records)
+    try:
+        return work()
+    finally:
+        _REQUEST_RECORDS.reset(token)
 
 
 MAX_RESOLVER_BYTES = 1024 * 1024

@@ -3,9 +3,9 @@ documents and the receipt store, its metrics, and the bound on concurrent gate w
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -28,7 +28,7 @@ from callgate_rules.server.records import (
     LookupRecords,
     RequestResolvers,
     lookup_deadlines,
-    with_records,
+    run_with_records,
 )
 from callgate_rules.server.users import IDLE_SECONDS, SESSION_SECONDS, LoginLimits, Users
 from callgate_rules.store import open_store
@@ -148,7 +148,7 @@ class Service:
                   records: Mapping[str, Any] | None = None) -> T:
         """``work`` in a worker thread (``in_worker``) on the policy serving now, timed
         under ``endpoint``."""
-        with self.timed(endpoint):
+        with self.metrics.timed(endpoint):
             return await self.in_worker(work, records, self.serving)
 
     async def in_worker(self, work: Callable[[], T], records: Mapping[str, Any] | None,
@@ -172,32 +172,26 @@ class Service:
         except anyio.WouldBlock:
             return await self.in_worker(work, records, serving)
         try:
-            return self.pinned(work, records, serving)()
+            return self.run_pinned(work, records, serving)
         finally:
             self.limiter.release_on_behalf_of(place)
 
-    @staticmethod
-    def pinned(work: Callable[[], T], records: Mapping[str, Any] | None,
+    @classmethod
+    def pinned(cls, work: Callable[[], T], records: Mapping[str, Any] | None,
                serving: Serving) -> Callable[[], T]:
-        """``work`` on one policy for the whole request, should a bundle swap meanwhile
-        (``PINNED``), with the request's records checked against its look-ups."""
-        def checked() -> T:
-            pinned = PINNED.set(serving)
-            try:
-                return with_records(serving.lookups.by_collection(records), work)()
-            finally:
-                PINNED.reset(pinned)
+        """``work``, to be run on one policy for the whole request (``run_pinned``)."""
+        return functools.partial(cls.run_pinned, work, records, serving)
 
-        return checked
-
-    @contextmanager
-    def timed(self, endpoint: str) -> Iterator[None]:
-        started = time.perf_counter()
+    @staticmethod
+    def run_pinned(work: Callable[[], T], records: Mapping[str, Any] | None,
+                   serving: Serving) -> T:
+        """``work`` run now on one policy for the whole request, should a bundle swap
+        meanwhile (``PINNED``), with the request's records checked against its look-ups."""
+        pinned = PINNED.set(serving)
         try:
-            yield
+            return run_with_records(serving.lookups.by_collection(records), work)
         finally:
-            self.metrics.labelled(self.metrics.requests, endpoint).observe(
-                time.perf_counter() - started)
+            PINNED.reset(pinned)
 
     async def run_login(self, work: Callable[[], T]) -> T:
         """A sign-in's password check, on the sign-ins' own budget: at most

@@ -19,11 +19,11 @@ test clock or a host clock decides lease expiry the same way for every implement
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, NamedTuple, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -366,32 +366,8 @@ def canonical_json(value: Any) -> str:
     key, a lone surrogate, a type msgspec knows and ``json`` refuses (a ``datetime``, a
     ``Decimal``, a dataclass: refused as before). The two differ only in how they spell
     an exponent (``1e16``, ``1e+16``), which every reader reads alike."""
-    fast = _written_fast(value)
+    fast = _written_fast(value, _read_fast)
     return _CANONICAL.encode(value) if fast is None else fast[0]
-
-
-def stored_json(value: Any) -> tuple[str, Any]:
-    """``canonical_json(value)`` and ``read_stored_json`` of it: the text a store writes and
-    the values a read of it gives back. The read that proves msgspec's text is the value's
-    own is that read, so a store that builds a receipt from what it wrote decodes nothing
-    twice."""
-    fast = _written_fast(value)
-    if fast is not None:
-        return fast
-    text = _CANONICAL.encode(value)
-    return text, read_stored_json(text)
-
-
-def _written_fast(value: Any) -> tuple[str, Any] | None:
-    """msgspec's text of ``value`` and its read, when the read is the value itself."""
-    try:
-        written = _write_fast(value)
-        read = _read_fast(written)
-        if read == value:
-            return written.decode(), read
-    except Exception:  # noqa: BLE001 - whatever msgspec cannot write, json decides
-        pass
-    return None
 
 
 _read_fast = msgspec.json.Decoder().decode
@@ -406,3 +382,44 @@ def read_stored_json(text: str | bytes) -> Any:
         return _read_fast(text)
     except _REFUSED:
         return json.loads(text)
+
+
+class WrittenJson(NamedTuple):
+    """How a store's JSON column gives back the text written into it, read as Python
+    values: ``fast``, msgspec's reading, which raises what ``_REFUSED`` names for a text
+    it cannot read; ``whole``, any text (the standard library's reading of what msgspec
+    refuses). A column that keeps the text reads it as ``read_stored_json`` does
+    (``AS_WRITTEN``); PostgreSQL's jsonb respells some numbers (``store.postgres``)."""
+
+    fast: Callable[[bytes], Any]
+    whole: Callable[[str], Any]
+
+
+# A column that keeps the text it was given (SQLite's TEXT)
+AS_WRITTEN = WrittenJson(_read_fast, read_stored_json)
+
+
+def stored_json(value: Any, column: WrittenJson = AS_WRITTEN) -> tuple[str, Any]:
+    """``canonical_json(value)`` and the values ``column`` gives back for it: the text a
+    store writes and what a read of it gives. That read is the one that proves msgspec's
+    text is the value's own (a column's reading differs from a plain one only in numbers,
+    each read as the decimal its literal spells, so it equals the value only where a plain
+    read does), so a store that builds a receipt from what it wrote decodes nothing
+    twice."""
+    fast = _written_fast(value, column.fast)
+    if fast is not None:
+        return fast
+    text = _CANONICAL.encode(value)
+    return text, column.whole(text)
+
+
+def _written_fast(value: Any, read: Callable[[bytes], Any]) -> tuple[str, Any] | None:
+    """msgspec's text of ``value`` and ``read`` of it, when that read is the value itself."""
+    try:
+        written = _write_fast(value)
+        read_back = read(written)
+        if read_back == value:
+            return written.decode(), read_back
+    except Exception:  # noqa: BLE001 - whatever msgspec cannot write, json decides
+        pass
+    return None

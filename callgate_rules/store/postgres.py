@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 
 from callgate_rules.errors import StoreConfigError
-from callgate_rules.store.base import as_utc, read_stored_json
+from callgate_rules.store.base import WrittenJson, as_utc, read_stored_json
 from callgate_rules.store.history import (
     POSTGRES_CHANGES,
     POSTGRES_LEASES,
@@ -181,6 +181,38 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _as_jsonb_keeps(literal: str) -> float | int:
+    """A float literal as a jsonb column gives it back: numeric keeps a number written with
+    an exponent in plain notation (``1e+23`` as ``100000000000000000000000``, an integer
+    once read) and has no sign for zero (``-0.0`` as ``0.0``); any other literal reads as
+    written (``-0.5`` too, which only looks like a zero, read the long way to itself)."""
+    if "e" in literal or "E" in literal or literal.startswith("-0"):
+        return _jsonb_number(literal)
+    return float(literal)
+
+
+def read_as_jsonb(text: str | bytes) -> Any:
+    """A JSON text as a jsonb column gives its values back once stored (``_as_jsonb_keeps``
+    for each float; keys may come back in another order: jsonb orders them by length, and
+    a dict's order decides no comparison): msgspec reads what it accepts, the standard
+    library what it refuses. Only a float can be respelled (neither msgspec nor ``json``
+    writes an integer with an exponent or a sign on zero), and msgspec asks about floats
+    alone, so a text without one, nearly every text, is read as fast as any."""
+    try:
+        return _read_as_jsonb_fast(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeError):  # not msgspec's to read
+        return json.loads(text, parse_float=_jsonb_number)
+
+
+_read_as_jsonb_fast = msgspec.json.Decoder(float_hook=_as_jsonb_keeps).decode
+JSONB = WrittenJson(_read_as_jsonb_fast, read_as_jsonb)
+
+
+def _jsonb_number(literal: str) -> int | float:
+    plain = format(Decimal(literal), "f")  # numeric's text: every digit, no exponent
+    # + 0.0 turns a negative zero into zero and leaves every other float as it is
+    return float(plain) + 0.0 if "." in plain else int(plain)
+
 
 class PostgresStore(SqlReceiptStore):
     """A ``ReceiptStore`` in the PostgreSQL database at ``url``.
@@ -290,9 +322,7 @@ class PostgresStore(SqlReceiptStore):
     def _json_value(stored: Any) -> Any:
         return stored  # psycopg has decoded jsonb already
 
-    @staticmethod
-    def _written_json(text: str, value: Any) -> Any:
-        return as_jsonb_gives_back(text, value)
+    _written_json = JSONB  # jsonb respells some numbers
 
     def _describe_error(self, error: Exception) -> str:
         return _one_line(error)
@@ -441,42 +471,6 @@ class PostgresStore(SqlReceiptStore):
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
 
 
-def as_jsonb_gives_back(text: str, read: Any) -> Any:
-    """A JSON text as a jsonb column gives its values back once stored, ``read`` being the
-    text as ``read_stored_json`` reads it: a number written with an exponent comes back in
-    plain notation (``1e+23`` as ``100000000000000000000000``, an integer once read), and a
-    negative zero as zero (numeric has no sign for it: ``-0.0`` as ``0.0``). (Keys may come
-    back in another order: jsonb orders them by length; a dict's order decides no
-    comparison.)
-
-    Only a float can be written so (neither msgspec nor ``json`` writes an integer with an
-    exponent or a sign on zero): a text without one, nearly every text, is given back as
-    read. Reading its numbers again to learn that costs about a sixth of what searching
-    the whole text with a pattern did (strings are passed over)."""
-    try:
-        _find_respelled(text)
-    except (msgspec.DecodeError, RecursionError, UnicodeError):  # one (or not msgspec's)
-        return json.loads(text, parse_float=_jsonb_number)
-    return read
-
-
-def _respelled(literal: str) -> float:
-    """Raises for a float literal that jsonb may respell: an exponent, or what may be a
-    negative zero (``-0.5`` too, which is then read the slow way, to the same value)."""
-    if "e" in literal or "E" in literal or literal.startswith("-0"):
-        raise ValueError(f"jsonb respells {literal}")
-    return 0.0  # only whether one is there is asked
-
-
-_find_respelled = msgspec.json.Decoder(float_hook=_respelled).decode
-
-
-def _jsonb_number(literal: str) -> int | float:
-    plain = format(Decimal(literal), "f")  # numeric's text: every digit, no exponent
-    # + 0.0 turns a negative zero into zero and leaves every other float as it is
-    return float(plain) + 0.0 if "." in plain else int(plain)
-
-
 class Lent:
     """``with Lent(store) as cursor``: the statement cursor of a connection lent by the
     store's pool for one statement, given back after it; the driver's errors raised as
@@ -554,15 +548,24 @@ def _check_if_spoken(connection: Connection[Any]) -> None:
 def _readable(descriptor: int) -> bool:
     """Whether the socket has something to read now. ``poll``, not ``select``: ``select``
     refuses a descriptor above 1023, which a busy process has (Windows has no ``poll``,
-    and its ``select`` no such limit)."""
+    and its ``select`` no such limit).
+
+    One poller per descriptor, made once (making and registering one was a third of what
+    this cost): a poller keeps only the number, so one made for a connection
+    closed since serves the next socket given that number; and a descriptor names one open
+    socket, whose connection the pool lends to one borrower at a time, so no poller is
+    polled by two threads at once (which ``poll`` refuses)."""
     if _POLL is None:
         return bool(select.select([descriptor], [], [], 0)[0])
-    poller = _POLL()
-    poller.register(descriptor, select.POLLIN)
+    poller = _POLLERS.get(descriptor)
+    if poller is None:
+        poller = _POLLERS[descriptor] = _POLL()
+        poller.register(descriptor, select.POLLIN)
     return bool(poller.poll(0))
 
 
 _POLL = getattr(select, "poll", None)
+_POLLERS: dict[int, Any] = {}  # by descriptor (``_readable``)
 
 
 def _one_line(exc: BaseException) -> str:

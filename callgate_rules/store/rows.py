@@ -5,8 +5,8 @@ A receipt built without reading its row is exactly the one a read gives (instant
 the dialect reads them back); ``tests/store/test_write_path.py`` holds both ways equal. It is
 built from the values in hand, not from the parameters' stored spelling: an instant in UTC
 is what a read of its stored form gives, and a JSON value comes with the read of its text
-that ``store.base.stored_json`` made to prove the text (a dialect that respells numbers,
-as jsonb does, reads the text its own way: ``written_json``).
+that ``store.base.stored_json`` made to prove the text, read as the dialect's column gives
+it back (``written_json``: jsonb respells some numbers).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from callgate_rules.store.base import (
     ReceiptState,
     ReviewItem,
     ReviewStatus,
+    WrittenJson,
     made,
 )
 from callgate_rules.store.statements import Row
@@ -35,14 +36,14 @@ _NEW_CLAIM: dict[str, Any] = {
 
 class Rows:
     """Rows read with one dialect's ``time`` (a stored instant as an aware datetime in UTC),
-    ``json_value`` (a stored JSON column as Python values) and ``written_json`` (a JSON text
-    the store writes and its read, ``store.base.stored_json``, as a read of the column will
-    give it back: PostgreSQL's jsonb respells numbers and orders keys its own way)."""
+    ``json_value`` (a stored JSON column as Python values) and ``written_json`` (how its
+    JSON column gives back a text written into it, which the store's ``stored_json`` reads
+    the text with: PostgreSQL's jsonb respells numbers and orders keys its own way)."""
 
     __slots__ = ("time", "json_value", "written_json")
 
     def __init__(self, time: Callable[[Any], datetime], json_value: Callable[[Any], Any],
-                 written_json: Callable[[str, Any], Any]) -> None:
+                 written_json: WrittenJson) -> None:
         self.time, self.json_value, self.written_json = time, json_value, written_json
 
     def finished(self, held: Receipt, parameters: Mapping[str, Any], *, state: ReceiptState,
@@ -57,7 +58,7 @@ class Rows:
         fields = vars(held).copy()
         fields["state"] = state
         fields["updated_at"] = at
-        fields["result"] = None if result is None else self.written_json(*result)
+        fields["result"] = None if result is None else result[1]
         fields["error_class"] = parameters["error_class"]
         fields["detail"] = parameters["detail"]
         fields["lease_owner"] = fields["lease_expires_at"] = None
@@ -88,8 +89,8 @@ class Rows:
         fields["tool"] = op.tool
         fields["contract_version"] = op.contract_version
         fields["args_hash"] = op.args_hash
-        fields["arguments"] = self.written_json(*arguments)
-        fields["actor"] = self.written_json(*actor)
+        fields["arguments"] = arguments[1]
+        fields["actor"] = actor[1]
         fields["created_at"] = fields["updated_at"] = now
         fields["lease_owner"] = worker
         fields["lease_expires_at"] = lease_expires_at

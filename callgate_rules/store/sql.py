@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from callgate_rules.errors import LeaseLost, StoreConfigError, StoreError
 from callgate_rules.store.base import (
+    AS_WRITTEN,
     Claim,
     ClaimOutcome,
     ClosesOnExit,
@@ -47,6 +48,7 @@ from callgate_rules.store.base import (
     ReceiptState,
     ReviewItem,
     ReviewStatus,
+    WrittenJson,
     as_utc,
     canonical_json,
     check_outcome_state,
@@ -108,6 +110,9 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     _history_sql: ClassVar[HistoryStatements]
     _sessions_sql: ClassVar[SessionStatements]
     _driver_error: type[Exception]  # the driver's base exception, raised as StoreError
+    # how a JSON column gives back the text written into it: as written, where the column
+    # keeps the text (jsonb differs)
+    _written_json: ClassVar[WrittenJson] = AS_WRITTEN
 
     # Receipts ------------------------------------------------------------------------------
 
@@ -124,7 +129,8 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     ) -> Claim:
         now = as_utc(now)
         lease_expires_at = now + lease
-        arguments, actor = stored_json(op.arguments), stored_json(op.actor)
+        column = self._rows.written_json
+        arguments, actor = stored_json(op.arguments, column), stored_json(op.actor, column)
         parameters = _operation_parameters(op, arguments[0], actor[0],
                                            self._lease(worker, lease_expires_at, now))
         # The common case, a new operation ID, is one statement committed on its own; the
@@ -176,10 +182,12 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     ) -> Receipt:
         check_outcome_state(state)
         now = as_utc(now)
-        stored_result = None if result is None else stored_json(result)
+        stored_result = None if result is None else stored_json(result,
+                                                                self._rows.written_json)
         held = self._held.pop(operation_id, None)
         parameters = {
-            "operation_id": operation_id, "worker": worker, "state": state.value,
+            # str(): its text, as ``state.value`` is, without the enum's property descriptor
+            "operation_id": operation_id, "worker": worker, "state": str(state),
             "result": None if stored_result is None else stored_result[0],
             "error_class": error_class, "detail": detail, "now": self._time_parameter(now),
             # the fence of ``finish_held`` (the general finish names no attempt)
@@ -190,7 +198,9 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
             # lease and the claim's attempt, its row count all that comes back. It may be
             # sent twice (``_sent``): a second matches nothing when the first landed, and the
             # row then shows it did.
-            written, _, again = self._sent(self._sql.finish_held, parameters)
+            written, _, again = self._sent(
+                self._sql.finish_held if error_class is not None or detail is not None
+                else self._sql.finish_held_without_error, parameters)
             if written == 1:
                 return self._rows.finished(held, parameters, state=state, at=now,
                                            result=stored_result)
@@ -455,11 +465,6 @@ class SqlReceiptStore(SqlRunHistory, SqlRunIntents, ClosesOnExit, ABC):
     def _json_value(stored: Any, /) -> Any:
         """A stored JSON column as Python values."""
 
-    @staticmethod
-    def _written_json(text: str, value: Any, /) -> Any:
-        """A JSON text this store writes and its read (``stored_json``), as reading the
-        column back gives it: that read, where the column keeps the text (jsonb differs)."""
-        return value
 
     def _connection_lost(self, error: BaseException | None) -> bool:
         """Whether ``error`` says the connection went away (so the statement may not have

@@ -17,7 +17,7 @@ cel-python (``string()`` of a bool, double division by zero).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, cast
@@ -330,14 +330,18 @@ def test_compiled_never_contradicts_cel_python(source: str, data: dict[str, Any]
 # Inlined code (a tool plan's) ---------------------------------------------------------
 
 
-def inlined(source: str) -> Callable[[Mapping[str, Any]], Any] | None:
+def inlined(source: str, held: Sequence[str] = ()) -> Callable[[Mapping[str, Any]], Any] | None:
     """``source`` as the express lane runs it: its compiled code inlined in a function of
-    the lane's shape, any failure an error; ``None`` when the compiler gives no inline code."""
+    the lane's shape, any failure an error; ``None`` when the compiler gives no inline code.
+    ``held``: variables the function holds in locals first, as a plan holds what it put
+    into ``variables``, which the inlined code then reads (``reading_locals``)."""
     expression = compile_expression(source)
     if expression.inline is None:
         return None
     writer = plan._Writer()
-    lines = ["def run(variables):", "    try:",
+    writer.locals = {name: f"_local_{name}" for name in held}
+    lines = ["def run(variables):",
+             *(f"    _local_{name} = variables[{name!r}]" for name in held), "    try:",
              *writer.evaluation("_whole", expression, "        "),
              "    except _FAILURES as failure:", "        return _Failed(failure)",
              "    return value"]
@@ -351,17 +355,12 @@ class _Failed:
         self.failure = failure
 
 
-@SETTINGS
-@given(source=expressions, data=st.one_of(typed_data, untyped_data))
-def test_inlined_code_agrees_with_the_function(source: str, data: dict[str, Any]) -> None:
-    """Value for value and error for error: the lane hands an erring call over to the
-    general step, which evaluates the function and words the error."""
-    run = inlined(source)
-    if run is None:  # a top-level macro: the lane calls the function
-        return
-    expression = compile_expression(source)
+def assert_agrees_with_the_function(source: str, data: Mapping[str, Any],
+                                    run: Callable[[Mapping[str, Any]], Any]) -> None:
+    """Value for value and error for error: ``run`` (an inlined spelling of ``source``)
+    against the compiled function."""
     try:
-        expected: Any = expression.evaluate(data)
+        expected: Any = compile_expression(source).evaluate(data)
     except CelEvaluationError:
         expected = _Failed
     got = run(data)
@@ -370,6 +369,17 @@ def test_inlined_code_agrees_with_the_function(source: str, data: dict[str, Any]
     else:
         assert not isinstance(got, _Failed), f"{source!r} on {data!r}: {got.failure!r}"
         assert same_value(expected, got), f"{source!r} on {data!r}: {got!r} != {expected!r}"
+
+
+@SETTINGS
+@given(source=expressions, data=st.one_of(typed_data, untyped_data))
+def test_inlined_code_agrees_with_the_function(source: str, data: dict[str, Any]) -> None:
+    """The lane hands an erring call over to the general step, which evaluates the function
+    and words the error."""
+    run = inlined(source)
+    if run is None:  # a top-level macro: the lane calls the function
+        return
+    assert_agrees_with_the_function(source, data, run)
 
 
 def test_logic_chains_and_has_are_inlined_as_loops() -> None:

@@ -393,7 +393,7 @@ def test_counting_a_decision_reads_what_its_log_would_say(reference_world: Any,
 
 def test_the_record_holds_every_field_of_decided(gate: Gate, dana: dict[str, Any],
                                                   now: Any) -> None:
-    """``Router._decision`` makes ``Decided`` from its fields in order, without
+    """``Router.decided`` makes ``Decided`` from its fields in order, without
     ``_make``'s check: the record of an allowed and of a refused call has each of them."""
     from callgate_rules.pipeline.decision import Decided
 

@@ -42,7 +42,10 @@ plain identifiers.
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +62,8 @@ if TYPE_CHECKING:  # compiling imports them; running what the load cache kept do
     from callgate_rules.cel.compiler.codegen import Program
     from callgate_rules.cel.compiler.lowering import Functions
 
-__all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "python_source", "running"]
+__all__ = ["FAILURES", "Compiled", "Inline", "compile_program", "python_source",
+           "reading_locals", "running"]
 
 Evaluator = Callable[[Mapping[str, Any]], Any]
 FAILURES = runtime.FAILURES  # what inlined code raises for a CEL error
@@ -124,6 +128,42 @@ def running(code: CodeType, constants: Mapping[str, Any],
         inline = Inline(tuple(body), {name: value for name, value
                                       in namespace.items() if name in named})
     return Compiled(cast(Evaluator, namespace["evaluate"]), inline, code, dict(constants))
+
+
+def reading_locals(body: Sequence[str], names: Mapping[str, str]) -> list[str]:
+    """``body`` (an ``Inline``'s lines) with every read of a variable named in ``names``
+    made a read of the Python local ``names[variable]``, for code that holds those values in
+    locals already (a tool's plan): a local costs a fraction of a look-up in ``variables``.
+    The generated code reads a variable as ``variables['x']``, or ``variables.get('x',
+    _ABSENT)`` for ``has()``; the tokens are matched, never the text inside a literal."""
+    lines = list(body)
+    read_line = io.StringIO("\n".join(lines)).readline
+    try:
+        tokens = [token for token in tokenize.generate_tokens(read_line)
+                  if token.type not in _LAYOUT]
+    except (tokenize.TokenError, SyntaxError):  # not lines the compiler wrote: kept as they are
+        return lines
+    spans: list[tuple[int, int, int, str]] = []  # (line, start, end, local), in order
+    for at, token in enumerate(tokens):
+        if token.type != tokenize.NAME or token.string != "variables":
+            continue
+        shape = [each.string for each in tokens[at + 1:at + 7]]
+        read = (shape[:3] == [".", "get", "("] and shape[4:6] == [",", "_ABSENT"]
+                and len(tokens) > at + 7 and tokens[at + 7].string == ")")
+        if not (read or (shape[:1] == ["["] and shape[2:3] == ["]"])):
+            continue
+        literal = shape[3] if read else shape[1]
+        local = names.get(ast.literal_eval(literal)) if literal[:1] in "'\"" else None
+        if local is not None:
+            closing = tokens[at + (7 if read else 3)]
+            spans.append((token.start[0] - 1, token.start[1], closing.end[1], local))
+    for line, start, end, local in reversed(spans):  # from the right: earlier columns hold
+        lines[line] = lines[line][:start] + local + lines[line][end:]
+    return lines
+
+
+_LAYOUT = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                     tokenize.COMMENT, tokenize.ENDMARKER})
 
 
 def python_source(tree: syntax.Node, functions: Functions) -> str:
