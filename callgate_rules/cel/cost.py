@@ -298,6 +298,19 @@ class _Estimator:
         most = self.size(value)
         return math.ceil(most * STRING_TRAVERSAL) if value.kind == "string" else most
 
+    def range_bound(self, count: syntax.Node, scope: Mapping[str, Value]) -> int:
+        """How many numbers ``lists.range(count)`` may give: a literal's, the size of what
+        ``size(x)`` measures when ``x`` is a path to a bounded value (the common
+        ``lists.range(size(args.items))``), else the library's limit."""
+        if isinstance(count, syntax.Literal):
+            value = count.value
+            return value if isinstance(value, int) and 0 <= value <= MOST_RANGE else MOST_RANGE
+        if isinstance(count, syntax.Call) and count.function.lstrip(".") == "size":
+            sized = count.args if count.target is None else (count.target, *count.args)
+            if len(sized) == 1 and _is_path(sized[0]):  # a path: pricing it records nothing
+                return min(self.size(self.cost(sized[0], scope)[1]), MOST_RANGE)
+        return MOST_RANGE
+
     def cost(self, node: syntax.Node, scope: Mapping[str, Value]) -> tuple[int, Value]:
         if isinstance(node, syntax.Literal):
             length = len(node.value) if isinstance(node.value, str | bytes) else 1
@@ -366,9 +379,8 @@ class _Estimator:
         if function in ("size", "int", "uint", "double", "bool", "dyn", "type", "timestamp",
                         "duration"):
             return total, values[0] if function == "dyn" and values else SCALAR
-        if function == "lists.range":
-            count = operands[0].value if isinstance(operands[0], syntax.Literal) else None
-            most = count if isinstance(count, int) and 0 <= count <= MOST_RANGE else MOST_RANGE
+        if function == "lists.range" and operands:
+            most = self.range_bound(operands[0], scope)
             return total + most, Computed("list", Size(most), SCALAR)
         if (function in LIST_SCANS and values and values[0].kind in ("list", "map", None)
                 and values[0].kind != "string"):
@@ -448,6 +460,15 @@ class _Estimator:
         if node.name in ("filter", "sortBy"):
             return total, Computed("list", Size(elements), over.element())
         return total, SCALAR
+
+
+def _is_path(node: syntax.Node) -> bool:
+    """A variable, or fields and elements selected from one (``args.items``, ``xs[0]``)."""
+    while isinstance(node, syntax.Select | syntax.Index):
+        if isinstance(node, syntax.Index) and not isinstance(node.index, syntax.Literal):
+            return False
+        node = node.operand
+    return isinstance(node, syntax.Ident)
 
 
 def sizes(estimate: Estimate) -> Iterator[str]:
