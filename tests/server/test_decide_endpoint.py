@@ -20,7 +20,6 @@ import pytest
 pytest.importorskip("fastapi", reason="the service needs the server extra (fastapi)")
 
 import httpx  # noqa: E402
-import jwt  # noqa: E402
 
 from callgate_rules.integrations.identity import (  # noqa: E402
     ASGIApp,
@@ -35,18 +34,16 @@ from callgate_rules.server.api import ON_THE_LOOP_BYTES  # noqa: E402
 from callgate_rules.server.models import DecisionOut  # noqa: E402
 from callgate_rules.server.service import Service  # noqa: E402
 
-from .conftest import INJECTED, ON_FILE, injected_conversation  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-SECRET = "a-test-secret-for-hs256-tokens-of-32-bytes-or-more"
-ACTOR = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"],
-         "organizations": ["org-northwind"]}
-SESSION = {"authenticated": True}
-
-
-def payment(iban: str = ON_FILE, name: str = "sendPayment") -> dict[str, Any]:
-    return {"name": name, "arguments": {"recipientIban": iban, "amount": 120.0,
-                                        "currency": "EUR"}}
+from .conftest import DANA as ACTOR  # noqa: E402
+from .conftest import (  # noqa: E402
+    INJECTED,
+    REPO,
+    SESSION,
+    TOKEN_SECRET,
+    injected_conversation,
+    payment,
+    token,
+)
 
 
 def long_conversation() -> list[dict[str, Any]]:
@@ -56,11 +53,6 @@ def long_conversation() -> list[dict[str, Any]]:
     return [line] * (ON_THE_LOOP_BYTES // 400 + 1)
 
 
-def token(tenant: str = "acme") -> str:
-    return jwt.encode({"sub": "host", "tenant": tenant, "exp": int(time.time()) + 600},
-                      SECRET, algorithm="HS256")
-
-
 def service_app(tmp_path: Path, *, observers: tuple[Callable[[Decision], None], ...] = (),
                 **settings: Any) -> ASGIApp:
     return create_app(ServiceSettings(
@@ -68,12 +60,12 @@ def service_app(tmp_path: Path, *, observers: tuple[Callable[[Decision], None], 
         store=f"sqlite:///{tmp_path / 'receipts.db'}",
         world=str(REPO / "examples" / "world.yaml"),
         verifier=TokenVerifier(ClaimMapping(actor={"tenant": "tenant"}),
-                               {None: VerificationKey(SECRET.encode(), "HS256")}),
+                               {None: VerificationKey(TOKEN_SECRET.encode(), "HS256")}),
         **settings), observers=observers)
 
 
 def client(app: ASGIApp, tenant: str | None = "acme") -> httpx.AsyncClient:
-    headers = {} if tenant is None else {"authorization": f"Bearer {token(tenant)}"}
+    headers = {} if tenant is None else {"authorization": f"Bearer {token(tenant=tenant)}"}
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
                              headers=headers, timeout=30)
 
@@ -91,8 +83,8 @@ def test_the_answer_is_the_routes_in_the_same_bytes(tmp_path: Path) -> None:
     calls: list[tuple[Any, list[dict[str, Any]] | None]] = [
         (payment(), None),  # allowed: an operation ID
         (payment(INJECTED), injected_conversation()),  # held: a draft and a confirmation token
-        (payment(name="sendPaymnet"), None),  # unknown tool: candidates
-        (payment(name="send\ud800Payment"), None),  # a lone surrogate, answered escaped
+        ({**payment(), "name": "sendPaymnet"}, None),  # unknown tool: candidates
+        ({**payment(), "name": "send\ud800Payment"}, None),  # a lone surrogate, answered escaped
         ("not a tool call", None),  # malformed text
     ]
     try:

@@ -29,17 +29,9 @@ from callgate_rules.pipeline.decision import Decision  # noqa: E402
 from callgate_rules.server import ServiceSettings, create_app  # noqa: E402
 from callgate_rules.server.app import RememberedTokens  # noqa: E402
 
-from .conftest import INJECTED, ON_FILE, injected_conversation  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-ACTOR = {"id": "U-7", "tenant": "acme", "role": "agent", "teams": ["billing"],
-         "organizations": ["org-northwind"]}
-SECRET = "a-test-secret-for-hs256-tokens-of-32-bytes-or-more"
-
-
-def payment(iban: str) -> dict[str, Any]:
-    return {"name": "sendPayment",
-            "arguments": {"recipientIban": iban, "amount": 120.0, "currency": "EUR"}}
+from .conftest import DANA as ACTOR  # noqa: E402
+from .conftest import INJECTED, ON_FILE, REPO, injected_conversation, payment  # noqa: E402
+from .conftest import TOKEN_SECRET as SECRET  # noqa: E402
 
 
 def test_only_a_decision_that_waits_on_nothing_is_made_on_the_event_loop(
